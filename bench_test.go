@@ -1,0 +1,334 @@
+package blobcache
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// readSyscalls returns the process's count of read syscalls (read, pread64, preadv, ...) from
+// /proc/self/io, or -1 where there is no such file.
+func readSyscalls() int64 {
+	f, err := os.Open("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "syscr: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// benchKey is a 32-byte key derived from i.
+func benchKey(buf []byte, prefix byte, i uint64) []byte {
+	buf = buf[:32]
+	for j := range buf {
+		buf[j] = prefix
+	}
+	binary.LittleEndian.PutUint64(buf[8:], i)
+	binary.LittleEndian.PutUint64(buf[16:], i*0x9e3779b97f4a7c15)
+	return buf
+}
+
+// fixture is a cache shared by benchmarks (building it is the slow part).
+type fixture struct {
+	once sync.Once
+	dir  string
+	c    *Cache
+	n    int
+}
+
+var (
+	missFixture fixture // 1M blobs of 16 bytes
+	hitFixture  fixture // 16K blobs of 4 KiB
+)
+
+func (f *fixture) get(b *testing.B, n, size int) *Cache {
+	f.once.Do(func() {
+		dir, err := os.MkdirTemp("", "blobcache-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.dir, f.n = dir, n
+		f.c, err = New(dir, WithExpectedBlobs(int64(n)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		v := make([]byte, size)
+		var kb [32]byte
+		for i := range n {
+			binary.LittleEndian.PutUint64(v, uint64(i))
+			if err := f.c.Put(benchKey(kb[:], 'k', uint64(i)), v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		f.c.Drain()
+	})
+	return f.c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, f := range []*fixture{&missFixture, &hitFixture} {
+		if f.c != nil {
+			f.c.Close()
+			os.RemoveAll(f.dir)
+		}
+	}
+	os.Exit(code)
+}
+
+// BenchmarkGetMiss looks up absent keys in a cache holding 1M blobs: the bloom filter answers.
+func BenchmarkGetMiss(b *testing.B) {
+	c := missFixture.get(b, 1<<20, 16)
+	var kb [32]byte
+	keys := make([][]byte, 1024)
+	for i := range keys {
+		keys[i] = append([]byte(nil), benchKey(kb[:], 'm', uint64(i))...)
+	}
+	b.ReportAllocs()
+	sys0 := readSyscalls()
+	i := 0
+	for b.Loop() {
+		if _, ok := c.Get(keys[i&1023]); ok {
+			b.Fatal("hit")
+		}
+		i++
+	}
+	if sys0 >= 0 {
+		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+	st := c.Stats()
+	b.ReportMetric(float64(st.BloomFalsePositives)/float64(st.Misses), "fp-rate")
+}
+
+func BenchmarkGetMissParallel(b *testing.B) {
+	c := missFixture.get(b, 1<<20, 16)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var kb [32]byte
+		i := uint64(0)
+		for pb.Next() {
+			c.Get(benchKey(kb[:], 'm', i&1023))
+			i++
+		}
+	})
+}
+
+// BenchmarkGetHit4K reads random 4 KiB blobs that are in the page cache: Get, read to the end
+// into a reused buffer, Close.
+func BenchmarkGetHit4K(b *testing.B) {
+	const n = 16 << 10
+	c := hitFixture.get(b, n, 4<<10)
+	var kb [32]byte
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = append([]byte(nil), benchKey(kb[:], 'k', uint64(i))...)
+	}
+	buf := make([]byte, 8<<10)
+	// Warm the page cache.
+	for _, k := range keys {
+		c.ReadAt(k, buf[:4<<10], 0)
+	}
+	b.SetBytes(4 << 10)
+	b.ReportAllocs()
+	sys0 := readSyscalls()
+	i := uint64(0)
+	for b.Loop() {
+		r, ok := c.Get(keys[(i*7919)%n])
+		if !ok {
+			b.Fatal("miss")
+		}
+		if m, err := io.ReadFull(r, buf[:4<<10]); err != nil || m != 4<<10 {
+			b.Fatal(m, err)
+		}
+		r.(*Reader).Close()
+		i++
+	}
+	if sys0 >= 0 {
+		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+}
+
+// BenchmarkReadAt4K is the zero-allocation hit path.
+func BenchmarkReadAt4K(b *testing.B) {
+	const n = 16 << 10
+	c := hitFixture.get(b, n, 4<<10)
+	var kb [32]byte
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = append([]byte(nil), benchKey(kb[:], 'k', uint64(i))...)
+	}
+	buf := make([]byte, 4<<10)
+	b.SetBytes(4 << 10)
+	b.ReportAllocs()
+	sys0 := readSyscalls()
+	i := uint64(0)
+	for b.Loop() {
+		if m, err := c.ReadAt(keys[(i*7919)%n], buf, 0); err != nil || m != len(buf) {
+			b.Fatal(m, err)
+		}
+		i++
+	}
+	if sys0 >= 0 {
+		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+}
+
+var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s`)
+
+// ddWrite measures the disk's sequential write bandwidth in dir with dd (1 MiB blocks, synced
+// at the end), in bytes per second.
+func ddWrite(b *testing.B, dir string, mib int) float64 {
+	out, err := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(dir, "dd.tmp"), "bs=1M",
+		fmt.Sprintf("count=%d", mib), "conv=fdatasync").CombinedOutput()
+	os.Remove(filepath.Join(dir, "dd.tmp"))
+	if err != nil {
+		b.Skipf("dd: %v: %s", err, out)
+	}
+	m := ddRate.FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("dd output: %s", out)
+	}
+	secs, _ := strconv.ParseFloat(string(m[1]), 64)
+	return float64(mib<<20) / secs
+}
+
+// BenchmarkPut1MiB puts 1 MiB blobs with fsync on and drains at the end, and reports the disk's
+// sequential write bandwidth measured with dd in the same directory in the same run, and the
+// ratio. Run with -benchtime=1024x (1 GiB) or more so the disk, not the page cache, sets the pace.
+func BenchmarkPut1MiB(b *testing.B) {
+	for _, direct := range []bool{false, true} {
+		b.Run(fmt.Sprintf("direct=%v", direct), func(b *testing.B) {
+			dir := b.TempDir()
+			dd := ddWrite(b, dir, max(b.N, 256))
+			opts := []Option{WithFsync(true), WithSegmentSize(1 << 30)}
+			if direct {
+				opts = append(opts, WithDirectIOWrites())
+			}
+			c, err := New(dir, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			v := bytes.Repeat([]byte("blobcache"), 1<<20/9+1)[:1<<20]
+			var kb [32]byte
+			b.SetBytes(1 << 20)
+			b.ReportAllocs()
+			start := time.Now()
+			i := uint64(0)
+			for b.Loop() {
+				if err := c.Put(benchKey(kb[:], 'p', i), v); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			c.Drain()
+			rate := float64(b.N) * (1 << 20) / time.Since(start).Seconds()
+			b.ReportMetric(dd/1e6, "dd-MB/s")
+			b.ReportMetric(rate/1e6, "put-MB/s")
+			b.ReportMetric(rate/dd, "ratio")
+		})
+	}
+}
+
+// BenchmarkCapacity is seed 001's capacity test: load N blobs of 100 bytes under 32-byte keys,
+// then report the load rate, RAM per blob (index + bloom, and the Go heap), reopen time after a
+// clean close and after a crash, and cold and hot random Get latency. Run with -benchtime=1x.
+func BenchmarkCapacity(b *testing.B) {
+	for _, n := range []int{1 << 20, 5_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				capacity(b, n)
+			}
+		})
+	}
+}
+
+func capacity(b *testing.B, n int) {
+	dir := b.TempDir()
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c, err := New(dir, WithExpectedBlobs(int64(n)), WithSegmentSize(1<<30))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := make([]byte, 100)
+	var kb [32]byte
+	start := time.Now()
+	for i := range n {
+		binary.LittleEndian.PutUint64(v, uint64(i))
+		if err := c.Put(benchKey(kb[:], 'c', uint64(i)), v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Drain()
+	load := time.Since(start)
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	st := c.Stats()
+	b.ReportMetric(float64(n)/load.Seconds(), "puts/s")
+	b.ReportMetric(float64(st.IndexBytes+st.BloomBytes)/float64(n), "index+bloom-B/blob")
+	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "heap-B/blob")
+	hot := func() time.Duration {
+		buf := make([]byte, 100)
+		const reads = 20000
+		t0 := time.Now()
+		for i := range reads {
+			k := benchKey(kb[:], 'c', uint64(i*7919)%uint64(n))
+			if _, err := c.ReadAt(k, buf, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0) / reads
+	}
+	if err := c.Close(); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	c, err = New(dir, WithExpectedBlobs(int64(n)), WithSegmentSize(1<<30))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "reopen-s")
+	if c.Stats().Blobs != int64(n) {
+		b.Fatalf("reopened with %d blobs, want %d", c.Stats().Blobs, n)
+	}
+	if os.Geteuid() == 0 {
+		exec.Command("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches").Run()
+		b.ReportMetric(float64(hot().Nanoseconds())/1e3, "cold-get-us")
+	}
+	b.ReportMetric(float64(hot().Nanoseconds())/1e3, "hot-get-us")
+	// A crash leaves the active segment unsealed: reopen scans it.
+	for i := range n / 10 {
+		c.Put(benchKey(kb[:], 'd', uint64(i)), v)
+	}
+	c.Drain()
+	c.crash()
+	t0 = time.Now()
+	c, err = New(dir, WithExpectedBlobs(int64(n)), WithSegmentSize(1<<30))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "crash-reopen-s")
+	c.Close()
+}

@@ -1,0 +1,368 @@
+package blobcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+const (
+	lockFile  = "LOCK"
+	bloomFile = "bloom.dat"
+	segDir    = "segments"
+)
+
+// Cache is a blob cache on local disk. All methods are safe for concurrent use.
+type Cache struct {
+	opts   Options
+	dir    string
+	segDir string
+	lock   io.Closer
+
+	idx       index.Index
+	bloom     atomic.Pointer[bloom.Filter]
+	bloomNext atomic.Pointer[bloom.Filter] // set while a rebuild runs; Puts add to both
+	rebuildMu sync.Mutex
+
+	segs          segments
+	nextSegmentID atomic.Uint32 // last id used
+	diskBytes     atomic.Int64
+
+	w      *writer
+	closed atomic.Bool
+	stats  counters
+
+	lastCorruption atomic.Pointer[string]
+
+	reclaimMu sync.Mutex
+	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
+
+	bg struct {
+		sync.Mutex
+		started bool
+		stop    chan struct{}
+		wg      sync.WaitGroup
+	}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the cache in directory path, creating it if it does not exist, and recovers what is
+// on disk: sealed segments through their footers, unsealed ones by scanning (a torn tail is cut
+// back to its last whole record). A non-empty directory that is not a BlobCache, or one that
+// another process has open, is refused.
+func New(path string, opts ...Option) (*Cache, error) {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	c := &Cache{opts: o, dir: path, segDir: filepath.Join(path, segDir), toReclaim: make(map[*segHandle]struct{})}
+	c.segs.table.Store(&segTable{})
+	if err := c.openDir(); err != nil {
+		return nil, err
+	}
+	switch o.Index {
+	case IndexSkipList:
+		c.idx = index.NewSkipList()
+	default:
+		c.idx = index.NewHashTable(int(o.ExpectedBlobs))
+	}
+	stamp, err := c.recover()
+	if err != nil {
+		c.closeSegments()
+		c.lock.Close()
+		return nil, err
+	}
+	c.loadBloom(stamp)
+	if o.MaxSize > 0 {
+		c.evict(o.MaxSize)
+	}
+	c.w = newWriter(c)
+	return c, nil
+}
+
+// openDir checks that the directory is a BlobCache (or empty), takes the lock and writes the
+// identity file of a new cache.
+func (c *Cache) openDir() error {
+	fs := c.opts.fs
+	if err := fs.MkdirAll(c.dir, 0o755); err != nil {
+		return fmt.Errorf("blobcache: create %s: %w", c.dir, err)
+	}
+	ents, err := fs.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("blobcache: read %s: %w", c.dir, err)
+	}
+	known := false
+	for _, e := range ents {
+		if e.Name() == identityFile {
+			known = true
+		}
+	}
+	if !known {
+		for _, e := range ents {
+			if e.Name() != lockFile {
+				return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotBlobCache, c.dir, e.Name(), identityFile)
+			}
+		}
+	}
+	lk, err := fs.Lock(filepath.Join(c.dir, lockFile))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+		}
+		return fmt.Errorf("blobcache: lock %s: %w", c.dir, err)
+	}
+	c.lock = lk
+	idPath := filepath.Join(c.dir, identityFile)
+	if known {
+		b, err := readFile(fs, idPath)
+		if err == nil {
+			_, err = decodeIdentity(b)
+		}
+		if err != nil {
+			lk.Close()
+			return fmt.Errorf("blobcache: %s: %w", idPath, err)
+		}
+	} else if err := writeFileAtomic(fs, idPath, newIdentity().encode()); err != nil {
+		lk.Close()
+		return err
+	}
+	if err := fs.MkdirAll(c.segDir, 0o755); err != nil {
+		lk.Close()
+		return fmt.Errorf("blobcache: create %s: %w", c.segDir, err)
+	}
+	return nil
+}
+
+// readFile reads a whole (small) file through the seam.
+func readFile(fs vfs.FS, name string) ([]byte, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// writeFileAtomic replaces name with data: write a temporary file, sync it, rename it over name,
+// sync the directory.
+func writeFileAtomic(fs vfs.FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("blobcache: create %s: %w", tmp, err)
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, name)
+	}
+	if err == nil {
+		err = fs.SyncDir(filepath.Dir(name))
+	}
+	if err != nil {
+		_ = fs.Remove(tmp)
+		return fmt.Errorf("blobcache: write %s: %w", name, err)
+	}
+	return nil
+}
+
+// Put stores value under key. It copies value, so the caller may reuse it at once. The blob is
+// visible to Get as soon as Put returns, and is in a segment after the next flush (Drain forces
+// one). Put blocks while the write buffers are full.
+func (c *Cache) Put(key, value []byte) error { return c.put(key, value, 0, false, true) }
+
+// UnsafePut is Put without the copy: the caller must not modify value until Drain returns (or
+// the cache is closed). With DirectIOWrites it copies like Put.
+func (c *Cache) UnsafePut(key, value []byte) error { return c.put(key, value, 0, false, false) }
+
+// PutChecksummed is Put with the blob's checksum computed by the caller with the configured hash
+// (CRC-32C unless WithChecksumHash). A checksum that does not match the value is refused with
+// ErrChecksumMismatch, so a blob damaged before it reached the cache is never stored.
+func (c *Cache) PutChecksummed(key, value []byte, checksum uint32) error {
+	return c.put(key, value, checksum, true, true)
+}
+
+// UnsafePutChecksummed is PutChecksummed without the copy (see UnsafePut).
+func (c *Cache) UnsafePutChecksummed(key, value []byte, checksum uint32) error {
+	return c.put(key, value, checksum, true, false)
+}
+
+// MaxValueSize is the largest value the cache accepts for a key of length keyLen: a record must
+// fit in one write buffer.
+func (c *Cache) MaxValueSize(keyLen int) int64 {
+	n := c.opts.WriteBufferSize - record.HeaderSize - int64(keyLen)
+	return min(n, 1<<31)
+}
+
+func (c *Cache) checkKey(key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key of %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := c.checkKey(key); err != nil {
+		return err
+	}
+	if max := c.MaxValueSize(len(key)); int64(len(value)) > max {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(value), max)
+	}
+	vcrc := record.CRC(value)
+	var flags uint8
+	if hasSum || c.opts.Checksum {
+		own := vcrc
+		if c.opts.ChecksumHash != nil {
+			hh := c.opts.ChecksumHash()
+			hh.Write(value)
+			own = hh.Sum32()
+		}
+		if hasSum && sum != own {
+			return fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, sum, own)
+		}
+		sum = own
+		flags |= record.FlagHasChecksum
+	}
+	hdr := record.Header{
+		Kind:     record.KindPut,
+		Flags:    flags,
+		KeyLen:   uint32(len(key)),
+		ValueLen: uint32(len(value)),
+		Sum:      sum,
+		CTime:    time.Now().UnixNano(),
+		ValueCRC: vcrc,
+	}
+	h := record.KeyHash(key)
+	if err := c.w.append(h, hdr, key, value, copyValue); err != nil {
+		return err
+	}
+	c.bloomAdd(h)
+	c.stats.puts.Add(1)
+	return nil
+}
+
+// bloomAdd adds h to the filter, and to the one being rebuilt if any. Loading next before the
+// current filter is what keeps a rebuild from losing a key (see rebuildBloom).
+func (c *Cache) bloomAdd(h uint64) {
+	next := c.bloomNext.Load()
+	c.bloom.Load().Add(h)
+	if next != nil {
+		next.Add(h)
+	}
+}
+
+// Delete removes key. Get misses it as soon as Delete returns. With Fsync, Delete returns after
+// the deletion is durable, so it is never undone by a crash.
+func (c *Cache) Delete(key []byte) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := c.checkKey(key); err != nil {
+		return err
+	}
+	h := record.KeyHash(key)
+	if !c.bloom.Load().Test(h) {
+		return nil
+	}
+	v, pending := c.w.lookup(h, key, false)
+	if pending && v.Kind != record.KindPut {
+		return nil
+	}
+	if !pending {
+		if _, ok := c.idx.Get(h); !ok {
+			return nil
+		}
+	}
+	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
+	if err := c.w.append(h, hdr, key, nil, true); err != nil {
+		return err
+	}
+	c.stats.deletes.Add(1)
+	if c.opts.Fsync {
+		c.w.drain()
+	}
+	return nil
+}
+
+// Drain returns once every Put, UnsafePut and Delete that returned before the call is written
+// to a segment and in the index, and synced when Fsync is on.
+func (c *Cache) Drain() {
+	if c.closed.Load() {
+		return
+	}
+	c.w.drain()
+}
+
+// Close drains the write buffer, seals the active segment, saves the bloom filter and releases
+// the directory. Operations after Close return ErrClosed (Get misses).
+func (c *Cache) Close() error {
+	c.closeOnce.Do(func() {
+		c.stopBackground()
+		c.closed.Store(true)
+		c.w.close()
+		var errs []error
+		if err := c.saveBloom(); err != nil {
+			errs = append(errs, err)
+		}
+		c.closeSegments()
+		if c.opts.Fsync {
+			if err := c.opts.fs.SyncDir(c.segDir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := c.lock.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+func (c *Cache) closeSegments() {
+	c.segs.mu.Lock()
+	defer c.segs.mu.Unlock()
+	for _, s := range c.segs.all() {
+		c.segs.remove(s)
+		s.unref()
+	}
+}
+
+// noteCorruption remembers the last corruption seen for Stats.
+func (c *Cache) noteCorruption(err error) {
+	msg := err.Error()
+	c.lastCorruption.Store(&msg)
+}

@@ -1,0 +1,316 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/iotest"
+
+	"github.com/seed57392e9e/blobcache/internal/segment"
+)
+
+// small options keep segments and batches tiny so tests exercise rotation, sealing and eviction.
+func small(extra ...Option) []Option {
+	return append([]Option{
+		WithWriteBufferSize(64 << 10),
+		WithSegmentSize(2 << 20),
+		WithExpectedBlobs(1 << 12),
+	}, extra...)
+}
+
+func open(t testing.TB, dir string, opts ...Option) *Cache {
+	t.Helper()
+	c, err := New(dir, opts...)
+	if err != nil {
+		t.Fatalf("New(%s): %v", dir, err)
+	}
+	return c
+}
+
+// value derives a blob from key and version, so any byte of the wrong blob is detected.
+func value(key string, version, size int) []byte {
+	v := make([]byte, size)
+	seed := crc32.ChecksumIEEE([]byte(fmt.Sprintf("%s/%d", key, version)))
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(size)))
+	for i := range v {
+		v[i] = byte(r.Uint32())
+	}
+	return v
+}
+
+func mustGet(t testing.TB, c *Cache, key string) []byte {
+	t.Helper()
+	r, ok := c.Get([]byte(key))
+	if !ok {
+		t.Fatalf("Get(%q): miss", key)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("Get(%q): read: %v", key, err)
+	}
+	return b
+}
+
+func expect(t testing.TB, c *Cache, key string, want []byte) {
+	t.Helper()
+	if want == nil {
+		if r, ok := c.Get([]byte(key)); ok {
+			b, _ := io.ReadAll(r)
+			t.Fatalf("Get(%q): hit with %d bytes, want a miss", key, len(b))
+		}
+		return
+	}
+	if got := mustGet(t, c, key); !bytes.Equal(got, want) {
+		t.Fatalf("Get(%q): %d bytes differ from the %d put", key, len(got), len(want))
+	}
+}
+
+func TestPutGetSizes(t *testing.T) {
+	for _, opts := range [][]Option{
+		small(),
+		small(WithSkipmapIndex()),
+		small(WithDirectIOWrites()),
+		small(WithChecksum(), WithVerifyOnRead(true)),
+	} {
+		c := open(t, t.TempDir(), opts...)
+		sizes := []int{0, 1, 31, 32, 4095, 4096, 4097, 50 << 10}
+		for i, n := range sizes {
+			k := fmt.Sprintf("key-%d", i)
+			if err := c.Put([]byte(k), value(k, 0, n)); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, c, k, value(k, 0, n)) // from the write buffer
+		}
+		c.Drain()
+		for i, n := range sizes {
+			k := fmt.Sprintf("key-%d", i)
+			expect(t, c, k, value(k, 0, n)) // from a segment
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLargeBlobStreams(t *testing.T) {
+	dir := t.TempDir()
+	opts := []Option{WithWriteBufferSize(8 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
+	c := open(t, dir, opts...)
+	big := value("big", 0, 3<<20+123)
+	if err := c.Put([]byte("big"), big); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	expect(t, c, "big", big)
+	r, ok := c.GetRange([]byte("big"), 1<<20+7, 1<<20)
+	if !ok {
+		t.Fatal("GetRange: miss")
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, big[1<<20+7:2<<20+7]) {
+		t.Fatalf("GetRange: %d bytes, err %v", len(got), err)
+	}
+	r2, _ := c.Get([]byte("big"))
+	if err := iotest.TestReader(r2, big); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = open(t, dir, opts...)
+	defer c.Close()
+	expect(t, c, "big", big)
+}
+
+func TestReaderContract(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithChecksum(), WithVerifyOnRead(true))...)
+	defer c.Close()
+	v := value("k", 0, 10000)
+	c.Put([]byte("k"), v)
+	c.Drain()
+	r, _ := c.Get([]byte("k"))
+	if err := iotest.TestReader(r, v); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = c.Get([]byte("k"))
+	got, err := io.ReadAll(iotest.OneByteReader(r))
+	if err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("one-byte reads: %d bytes, %v", len(got), err)
+	}
+	r, _ = c.Get([]byte("k"))
+	var buf bytes.Buffer
+	if n, err := io.Copy(&buf, r); err != nil || n != int64(len(v)) || !bytes.Equal(buf.Bytes(), v) {
+		t.Fatalf("WriteTo: %d, %v", n, err)
+	}
+	if sum, ok := r.(*Reader).Checksum(); !ok || sum != crc32.Checksum(v, crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatalf("Checksum() = %#x, %v", sum, ok)
+	}
+}
+
+func TestReadAt(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithVerifyOnRead(true))...)
+	defer c.Close()
+	v := value("k", 0, 9000)
+	c.Put([]byte("k"), v)
+	p := make([]byte, 9000)
+	if n, err := c.ReadAt([]byte("k"), p, 0); err != nil || n != 9000 || !bytes.Equal(p, v) {
+		t.Fatalf("pending ReadAt: %d %v", n, err)
+	}
+	c.Drain()
+	for _, tc := range []struct{ off, n, want int }{{0, 9000, 9000}, {0, 100, 100}, {8000, 100, 100}, {8950, 100, 50}, {9000, 10, 0}} {
+		p := make([]byte, tc.n)
+		n, err := c.ReadAt([]byte("k"), p, int64(tc.off))
+		if n != tc.want || !bytes.Equal(p[:n], v[tc.off:tc.off+n]) {
+			t.Fatalf("ReadAt(off %d, %d) = %d, %v", tc.off, tc.n, n, err)
+		}
+		if (tc.off+tc.n > 9000) != (err == io.EOF) {
+			t.Fatalf("ReadAt(off %d, %d): err %v", tc.off, tc.n, err)
+		}
+	}
+	if _, err := c.ReadAt([]byte("nope"), p, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ReadAt miss: %v", err)
+	}
+}
+
+func TestOverwriteAndDelete(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small()...)
+	for v := range 5 {
+		for i := range 50 {
+			k := fmt.Sprintf("k%d", i)
+			if err := c.Put([]byte(k), value(k, v, 3000+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v%2 == 0 {
+			c.Drain()
+		}
+	}
+	for i := 0; i < 50; i += 3 {
+		if err := c.Delete([]byte(fmt.Sprintf("k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(c *Cache) {
+		for i := range 50 {
+			k := fmt.Sprintf("k%d", i)
+			if i%3 == 0 {
+				expect(t, c, k, nil)
+			} else {
+				expect(t, c, k, value(k, 4, 3000+i))
+			}
+		}
+	}
+	check(c)
+	c.Drain()
+	check(c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir, small()...)
+	check(c)
+	c.crash()
+	c = open(t, dir, small()...)
+	defer c.Close()
+	check(c)
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small()...)
+	if err := c.Put(nil, []byte("v")); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if err := c.Put(make([]byte, MaxKeyLen+1), []byte("v")); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("long key: %v", err)
+	}
+	if err := c.Put([]byte("k"), make([]byte, 64<<10)); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("big value: %v", err)
+	}
+	if err := c.PutChecksummed([]byte("k"), []byte("v"), 1234); !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("bad checksum: %v", err)
+	}
+	if _, ok := c.Get([]byte("k")); ok {
+		t.Fatal("a refused Put stored something")
+	}
+	if _, err := New(dir, small()...); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+	c.Close()
+	if err := c.Put([]byte("k"), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+	if err := c.Delete([]byte("k")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Delete after Close: %v", err)
+	}
+	if _, ok := c.Get([]byte("k")); ok {
+		t.Fatal("Get after Close hit")
+	}
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o644)
+	if _, err := New(other); !errors.Is(err, ErrNotBlobCache) {
+		t.Fatalf("foreign dir: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, "notes.txt")); string(b) != "mine" {
+		t.Fatal("foreign dir was touched")
+	}
+	if err := (Options{SegmentSize: 1 << 20, WriteBufferSize: 1 << 20}).Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestChecksumMismatchOnRead(t *testing.T) {
+	dir := t.TempDir()
+	opts := small(WithChecksum(), WithVerifyOnRead(true))
+	c := open(t, dir, opts...)
+	v := value("k", 0, 5000)
+	c.Put([]byte("k"), v)
+	c.Close()
+	// Flip one value byte in the segment.
+	seg := filepath.Join(dir, "segments", segment.FileName(1))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, v[100:200])
+	if i < 0 {
+		t.Fatal("value not found in segment")
+	}
+	b[i] ^= 0x40
+	os.WriteFile(seg, b, 0o644)
+	c = open(t, dir, opts...)
+	defer c.Close()
+	r, ok := c.Get([]byte("k"))
+	if !ok {
+		t.Fatal("miss")
+	}
+	got, err := io.ReadAll(iotest.OneByteReader(r))
+	if !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("read of a flipped value: %d bytes, err %v", len(got), err)
+	}
+	if _, err := c.ReadAt([]byte("k"), make([]byte, 5000), 0); !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("ReadAt of a flipped value: %v", err)
+	}
+	if c.Stats().CorruptRecord == 0 {
+		t.Fatal("corruption not counted")
+	}
+}
+
+func TestCustomChecksumHash(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithChecksumHash(crc32.NewIEEE), WithVerifyOnRead(true))...)
+	defer c.Close()
+	v := value("k", 0, 777)
+	if err := c.PutChecksummed([]byte("k"), v, crc32.ChecksumIEEE(v)); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	r, _ := c.Get([]byte("k"))
+	if sum, ok := r.(*Reader).Checksum(); !ok || sum != crc32.ChecksumIEEE(v) {
+		t.Fatalf("Checksum() = %#x %v", sum, ok)
+	}
+	expect(t, c, "k", v)
+}

@@ -1,0 +1,25 @@
+package blobcache
+
+// crash stops the cache the way a killed process would: the open write batch is dropped, the
+// active segment is left unsealed, and no bloom filter is saved. Batches already cut still
+// finish writing (the kernel would have them in its page cache).
+func (c *Cache) crash() {
+	c.stopBackground()
+	c.closed.Store(true)
+	w := c.w
+	w.mu.Lock()
+	w.closed = true
+	w.open = nil
+	w.active = nil
+	target := w.nextSeq
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	w.waitCommitted(target)
+	close(w.stop)
+	close(w.toWrite)
+	w.workers.Wait()
+	close(w.done)
+	w.wg.Wait()
+	c.closeSegments()
+	c.lock.Close()
+}

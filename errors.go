@@ -1,0 +1,33 @@
+package blobcache
+
+import "errors"
+
+// Sentinel errors. Errors returned by the cache wrap one of these (test with errors.Is) and keep
+// the underlying cause where there is one.
+var (
+	// ErrClosed is returned by every operation on a Cache after Close.
+	ErrClosed = errors.New("blobcache: closed")
+	// ErrInvalidKey is returned for an empty key or one longer than MaxKeyLen.
+	ErrInvalidKey = errors.New("blobcache: invalid key")
+	// ErrValueTooLarge is returned when a record (header, key and value) would not fit in one
+	// write buffer or one segment; see (*Cache).MaxValueSize.
+	ErrValueTooLarge = errors.New("blobcache: value too large")
+	// ErrChecksumMismatch is returned by PutChecksummed when the checksum does not match the
+	// value, and by a blob reader whose bytes do not match the checksums stored with them.
+	ErrChecksumMismatch = errors.New("blobcache: checksum mismatch")
+	// ErrCorrupt marks damaged bytes on disk: a record, footer or identity file that fails its
+	// checks.
+	ErrCorrupt = errors.New("blobcache: corrupt data")
+	// ErrNotFound is returned by ReadAt and Stat-like calls for a key the cache does not hold.
+	ErrNotFound = errors.New("blobcache: not found")
+	// ErrNotBlobCache is returned by New for a non-empty directory that was not created by
+	// BlobCache.
+	ErrNotBlobCache = errors.New("blobcache: directory is not a blobcache")
+	// ErrLocked is returned by New when another process has the directory open.
+	ErrLocked = errors.New("blobcache: directory is locked by another process")
+	// ErrInvalidOptions is returned by Options.Validate.
+	ErrInvalidOptions = errors.New("blobcache: invalid options")
+	// ErrWriteFailed is returned by Put and friends after a background flush failed (for example
+	// with ENOSPC); the blobs of the failed batch are forgotten. It wraps the I/O error.
+	ErrWriteFailed = errors.New("blobcache: write failed")
+)

@@ -1,0 +1,65 @@
+package blobcache
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+)
+
+// The identity file marks a directory as a BlobCache and records the format version.
+//
+//	0                   8          12         16                 24         28         32
+//	+-------------------+----------+----------+------------------+----------+----------+
+//	| magic "BLOBCACH"  | version  | flags    | created (unix ns)| reserved | crc32c   |
+//	+-------------------+----------+----------+------------------+----------+----------+
+//
+// crc32c covers bytes 0..28. Checked in order: magic, version, crc.
+const (
+	identityFile    = "BLOBCACHE"
+	identitySize    = 32
+	identityMagic   = "BLOBCACH"
+	identityVersion = 1
+)
+
+type identity struct {
+	Version uint32
+	Flags   uint32
+	Created int64
+}
+
+func (id identity) encode() []byte {
+	b := make([]byte, identitySize)
+	copy(b, identityMagic)
+	binary.LittleEndian.PutUint32(b[8:], id.Version)
+	binary.LittleEndian.PutUint32(b[12:], id.Flags)
+	binary.LittleEndian.PutUint64(b[16:], uint64(id.Created))
+	binary.LittleEndian.PutUint32(b[28:], record.CRC(b[:28]))
+	return b
+}
+
+func decodeIdentity(b []byte) (identity, error) {
+	if len(b) != identitySize {
+		return identity{}, fmt.Errorf("%w: identity file is %d bytes, want %d", ErrCorrupt, len(b), identitySize)
+	}
+	if string(b[:8]) != identityMagic {
+		return identity{}, fmt.Errorf("%w: identity file has magic %q", ErrNotBlobCache, b[:8])
+	}
+	id := identity{
+		Version: binary.LittleEndian.Uint32(b[8:]),
+		Flags:   binary.LittleEndian.Uint32(b[12:]),
+		Created: int64(binary.LittleEndian.Uint64(b[16:])),
+	}
+	if id.Version != identityVersion {
+		return identity{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, id.Version, identityVersion)
+	}
+	if got, want := record.CRC(b[:28]), binary.LittleEndian.Uint32(b[28:]); got != want {
+		return identity{}, fmt.Errorf("%w: identity file crc %#08x, stored %#08x", ErrCorrupt, got, want)
+	}
+	return id, nil
+}
+
+func newIdentity() identity {
+	return identity{Version: identityVersion, Created: time.Now().UnixNano()}
+}

@@ -1,0 +1,244 @@
+package batch
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// chunkSize is the arena allocation unit outside direct mode: the arena grows a chunk at a
+// time, so a batch holds memory in proportion to what was put in it.
+const chunkSize = 1 << 20
+
+// Entry is one record of a batch.
+type Entry struct {
+	record.Entry        // Offset is relative to the start of the batch
+	ValueLen     uint32 // length of the value
+}
+
+// Batch is one write buffer. See the package documentation for the rules.
+type Batch struct {
+	limit  int64
+	direct bool
+
+	mu      sync.RWMutex
+	bufs    [][]byte // the stream
+	offs    []int64  // offs[i] is the stream offset of bufs[i]
+	size    int64    // stream length
+	entries []Entry
+	pending map[uint64]int32 // key hash -> index of its newest entry
+
+	chunks [][]byte // arena chunks, kept across Reset
+	cur    int      // chunk being filled
+	used   int      // bytes used in chunks[cur]
+	sealed bool
+}
+
+// New returns an empty batch that holds at most limit bytes of records. In direct mode the
+// arena is one aligned buffer with room for the final padding.
+func New(limit int64, direct bool) *Batch {
+	b := &Batch{limit: limit, direct: direct, pending: make(map[uint64]int32)}
+	if direct {
+		b.chunks = [][]byte{vfs.AlignedBuffer(int(limit) + 2*vfs.DirectIOAlignment)}
+	}
+	return b
+}
+
+// Size is the number of bytes of records appended so far. Unlike Fits, it may be called
+// concurrently with Append.
+func (b *Batch) Size() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.size
+}
+
+// Len is the number of records appended so far.
+func (b *Batch) Len() int { return len(b.entries) }
+
+// Fits reports whether a record of n bytes fits in the batch.
+func (b *Batch) Fits(n int64) bool { return b.size+n <= b.limit }
+
+// Append encodes a record at the end of the batch. h is the key hash; hdr.KeyLen and
+// hdr.ValueLen must match key and value. If copyValue is false (and the batch is not in direct
+// mode) the batch keeps a reference to value instead of copying it. The caller checked Fits.
+func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue bool) {
+	if b.sealed {
+		panic("batch: Append after Seal")
+	}
+	off := b.size
+	n := record.HeaderSize + len(key)
+	b.mu.Lock()
+	hk := b.reserve(n)
+	hdr.Encode(hk, key)
+	copy(hk[record.HeaderSize:], key)
+	if copyValue || b.direct {
+		for rest := value; len(rest) > 0; {
+			dst := b.reserve(min(len(rest), b.room()))
+			copy(dst, rest)
+			rest = rest[len(dst):]
+		}
+	} else if len(value) > 0 {
+		b.push(value)
+	}
+	b.entries = append(b.entries, Entry{
+		Entry: record.Entry{
+			Hash:   h,
+			Offset: uint32(off),
+			Length: uint32(int64(n) + int64(len(value))),
+			Kind:   hdr.Kind,
+			Flags:  hdr.Flags,
+		},
+		ValueLen: uint32(len(value)),
+	})
+	b.pending[h] = int32(len(b.entries) - 1)
+	b.mu.Unlock()
+}
+
+// room is the free space of the current chunk, after moving to a new chunk if it is full.
+func (b *Batch) room() int {
+	if b.cur < len(b.chunks) && b.used < len(b.chunks[b.cur]) {
+		return len(b.chunks[b.cur]) - b.used
+	}
+	b.nextChunk()
+	return len(b.chunks[b.cur]) - b.used
+}
+
+func (b *Batch) nextChunk() {
+	if b.cur < len(b.chunks) && b.used > 0 {
+		b.cur++
+		b.used = 0
+	}
+	if b.cur == len(b.chunks) {
+		if b.direct {
+			panic("batch: direct arena overflow")
+		}
+		b.chunks = append(b.chunks, make([]byte, chunkSize))
+	}
+}
+
+// reserve returns n contiguous bytes of arena appended to the stream. n must fit in a chunk.
+func (b *Batch) reserve(n int) []byte {
+	if b.cur >= len(b.chunks) || len(b.chunks[b.cur])-b.used < n {
+		b.nextChunk()
+	}
+	c := b.chunks[b.cur]
+	p := c[b.used : b.used+n : b.used+n]
+	// Extend the last buffer when it ends exactly where p starts in the same chunk.
+	if k := len(b.bufs) - 1; k >= 0 && b.lastInArena(k, c, b.used) {
+		b.bufs[k] = c[b.used-len(b.bufs[k]) : b.used+n]
+	} else {
+		b.bufs = append(b.bufs, p)
+		b.offs = append(b.offs, b.size)
+	}
+	b.used += n
+	b.size += int64(n)
+	return p
+}
+
+// lastInArena reports whether bufs[k] is the slice of chunk c that ends at end.
+func (b *Batch) lastInArena(k int, c []byte, end int) bool {
+	last := b.bufs[k]
+	if len(last) == 0 || len(last) > end || cap(c) < end {
+		return false
+	}
+	return &c[end-len(last)] == &last[0]
+}
+
+func (b *Batch) push(p []byte) {
+	b.bufs = append(b.bufs, p)
+	b.offs = append(b.offs, b.size)
+	b.size += int64(len(p))
+}
+
+// Seal ends the batch and returns the buffers to write and their total length. In direct mode
+// the stream is padded with a pad record to a multiple of the direct-I/O alignment.
+func (b *Batch) Seal() (bufs [][]byte, length int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.sealed && b.direct {
+		if rem := b.size % vfs.DirectIOAlignment; rem != 0 {
+			pad := vfs.DirectIOAlignment - rem
+			if pad < record.HeaderSize {
+				pad += vfs.DirectIOAlignment
+			}
+			record.EncodePad(b.reserve(int(pad)))
+		}
+	}
+	b.sealed = true
+	return b.bufs, b.size
+}
+
+// Entries returns the records of the batch in order. The slice is owned by the batch.
+func (b *Batch) Entries() []Entry { return b.entries }
+
+// Value is what Lookup finds for a key still in a batch.
+type Value struct {
+	Kind   record.Kind
+	Flags  uint8
+	Sum    uint32
+	CTime  int64
+	Value  []byte // a copy, owned by the caller
+	Length int64  // length of the value
+}
+
+// Lookup finds the newest record of key in the batch and copies its value. found is false if
+// the batch has no record for the key.
+func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	i, ok := b.pending[h]
+	if !ok {
+		return Value{}, false
+	}
+	e := b.entries[i]
+	var hdrBuf [record.HeaderSize + record.MaxKeyLen]byte
+	hk := hdrBuf[:record.HeaderSize+int(e.Length-e.ValueLen-record.HeaderSize)]
+	b.copyAt(hk, int64(e.Offset))
+	hdr, k, err := record.Decode(hk)
+	if err != nil || string(k) != string(key) {
+		return Value{}, false // another key with the same hash: not ours
+	}
+	v = Value{Kind: hdr.Kind, Flags: hdr.Flags, Sum: hdr.Sum, CTime: hdr.CTime, Length: int64(e.ValueLen)}
+	if withValue && e.ValueLen > 0 {
+		v.Value = make([]byte, e.ValueLen)
+		b.copyAt(v.Value, int64(e.Offset)+int64(len(hk)))
+	}
+	return v, true
+}
+
+// copyAt copies len(dst) bytes of the stream starting at off. The caller holds b.mu.
+func (b *Batch) copyAt(dst []byte, off int64) {
+	i := sort.Search(len(b.offs), func(i int) bool { return b.offs[i] > off }) - 1
+	for len(dst) > 0 {
+		n := copy(dst, b.bufs[i][off-b.offs[i]:])
+		dst = dst[n:]
+		off += int64(n)
+		i++
+	}
+}
+
+// Reset empties the batch for reuse, keeping its arena.
+func (b *Batch) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.bufs)
+	b.bufs = b.bufs[:0]
+	b.offs = b.offs[:0]
+	b.entries = b.entries[:0]
+	clear(b.pending)
+	b.size = 0
+	b.cur = 0
+	b.used = 0
+	b.sealed = false
+}
+
+// ForEachHash calls fn with the key hash of every record in the batch.
+func (b *Batch) ForEachHash(fn func(h uint64)) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for i := range b.entries {
+		fn(b.entries[i].Hash)
+	}
+}

@@ -1,0 +1,115 @@
+package batch
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+func put(t *testing.T, b *Batch, key string, value []byte, copyValue bool) {
+	t.Helper()
+	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(len(value)), ValueCRC: record.CRC(value)}
+	if !b.Fits(hdr.Len()) {
+		t.Fatalf("%s does not fit", key)
+	}
+	b.Append(record.KeyHash([]byte(key)), hdr, []byte(key), value, copyValue)
+}
+
+// stream concatenates the buffers Seal returns: the bytes a segment receives.
+func stream(bufs [][]byte) []byte {
+	var out []byte
+	for _, b := range bufs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func TestAppendLookupSeal(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) {
+			b := New(4<<20, direct)
+			vals := map[string][]byte{}
+			for i := range 100 {
+				k := fmt.Sprintf("key%d", i%60)
+				v := bytes.Repeat([]byte{byte(i)}, i*300) // crosses 1 MiB chunks
+				put(t, b, k, v, i%2 == 0)
+				vals[k] = v
+			}
+			for k, v := range vals {
+				got, ok := b.Lookup(record.KeyHash([]byte(k)), []byte(k), true)
+				if !ok || !bytes.Equal(got.Value, v) || got.Kind != record.KindPut {
+					t.Fatalf("Lookup(%s): ok %v, %d bytes", k, ok, len(got.Value))
+				}
+			}
+			if _, ok := b.Lookup(record.KeyHash([]byte("absent")), []byte("absent"), true); ok {
+				t.Fatal("Lookup of an absent key")
+			}
+			bufs, n := b.Seal()
+			s := stream(bufs)
+			if int64(len(s)) != n {
+				t.Fatalf("Seal: %d bytes in buffers, length %d", len(s), n)
+			}
+			if direct && n%vfs.DirectIOAlignment != 0 {
+				t.Fatalf("direct batch of %d bytes is not aligned", n)
+			}
+			// Every entry decodes at its offset, and the stream ends on whole records.
+			for _, e := range b.Entries() {
+				h, key, err := record.Decode(s[e.Offset:])
+				if err != nil || record.KeyHash(key) != e.Hash || h.Len() != int64(e.Length) {
+					t.Fatalf("entry at %d: %v", e.Offset, err)
+				}
+				v := s[int64(e.Offset)+record.HeaderSize+int64(len(key)) : int64(e.Offset)+h.Len()]
+				if record.CRC(v) != h.ValueCRC {
+					t.Fatalf("entry at %d: value crc", e.Offset)
+				}
+			}
+			b.Reset()
+			if b.Size() != 0 || b.Len() != 0 {
+				t.Fatal("Reset left records")
+			}
+			put(t, b, "again", []byte("v"), true)
+			if got, ok := b.Lookup(record.KeyHash([]byte("again")), []byte("again"), true); !ok || string(got.Value) != "v" {
+				t.Fatal("batch unusable after Reset")
+			}
+		})
+	}
+}
+
+func TestFitsBoundsSize(t *testing.T) {
+	b := New(64<<10, false)
+	v := make([]byte, 1000)
+	n := 0
+	for {
+		hdr := record.Header{Kind: record.KindPut, KeyLen: 3, ValueLen: 1000}
+		if !b.Fits(hdr.Len()) {
+			break
+		}
+		b.Append(uint64(n+1), hdr, []byte("key"), v, true)
+		n++
+	}
+	if b.Size() > 64<<10 || n != 64<<10/1035 {
+		t.Fatalf("%d records, %d bytes", n, b.Size())
+	}
+}
+
+func BenchmarkAppend(b *testing.B) {
+	for _, size := range []int{100, 4 << 10, 1 << 20} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			v := make([]byte, size)
+			key := []byte("0123456789abcdef0123456789abcdef")
+			hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size)}
+			bt := New(64<<20, false)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if !bt.Fits(hdr.Len()) {
+					bt.Reset()
+				}
+				bt.Append(uint64(i)|1, hdr, key, v, true)
+			}
+		})
+	}
+}

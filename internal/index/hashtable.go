@@ -1,0 +1,317 @@
+package index
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+	"sync"
+	"unsafe"
+)
+
+const (
+	// shardBits top bits of a hash pick the shard; the rest pick the slot inside it.
+	shardBits = 8
+	numShards = 1 << shardBits
+
+	// slotBytes is the memory of one slot: the hash in one array, the Loc in the other.
+	slotBytes = int(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(Loc{}))
+
+	// minShardCap is the smallest shard. At 7/8 load it still has an empty slot, and an
+	// empty slot is what ends every probe.
+	minShardCap = 8
+
+	// A shard grows before an insert would take its load past maxLoadNum/maxLoadDen, to
+	// growNum/growDen times its capacity. After growing, the load is 7/8 / 5/4 = 0.7.
+	maxLoadNum, maxLoadDen = 7, 8
+	growNum, growDen       = 5, 4
+
+	cacheLine = 64
+)
+
+// HashTable is the default Index: 256 shards, each an open-addressing table with linear probing,
+// selected by the top 8 bits of the hash.
+//
+// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs). Both arrays hold no
+// pointers, so the garbage collector never scans them, whatever their size. A probe walks hashes
+// alone, 8 per cache line, and reads locs once, on a hit.
+//
+// Memory against probe length: a shard grows when its load would pass 7/8, by 1.25x, so its load
+// stays in [0.7, 0.875] and the table costs 20/0.875 = 22.9 to 20/0.7 = 28.6 bytes per entry at
+// every size (doubling would swing between 22.9 and 45.7). The price is long probes near the top
+// of that band: with linear probing a hit reads about (1+1/(1-a))/2 slots, 4.5 at a = 0.875, and a
+// miss about (1+1/(1-a)^2)/2, 32.5 at a = 0.875, that is four or five cache lines of hashes read in
+// sequence (TestProbeLengths measures them). Hits stay short, and most misses never reach the index:
+// the cache's bloom filter answers them first. An insert is a miss too, and growing by 1.25x
+// rehashes each entry about 5 times over the table's life instead of about 2; both are paid on the
+// write path, which is batched behind segment writes.
+type HashTable struct {
+	shards [numShards]shard
+}
+
+// shard pads a shardTable to whole cache lines, so that writers on neighbouring shards do not
+// invalidate each other's lock word.
+type shard struct {
+	mu shardTable
+	_  [(cacheLine - unsafe.Sizeof(shardTable{})%cacheLine) % cacheLine]byte
+}
+
+// shardTable is one open-addressing table and the lock that guards all of it: nothing in it is read
+// without holding the lock (readers take the read lock).
+//
+// Invariants: len(hashes) == len(locs) >= minShardCap; hashes[i] == 0 marks an empty slot (and
+// then locs[i] is zero); count is the number of non-empty slots and count*8 <= len(hashes)*7, so at
+// least one slot is empty; every entry sits in the probe run that starts at its home slot, with no
+// empty slot between its home and itself (going forward, wrapping at the end).
+type shardTable struct {
+	sync.RWMutex
+	hashes []uint64
+	locs   []Loc
+	count  int
+}
+
+// NewHashTable returns an empty HashTable sized to hold capacityHint entries without growing.
+// A hint <= 0 starts every shard at the minimum size.
+func NewHashTable(capacityHint int) *HashTable {
+	t := new(HashTable)
+	c := shardCapFor(capacityHint)
+	for i := range t.shards {
+		t.shards[i].mu.resize(c)
+	}
+	return t
+}
+
+// shardCapFor returns the shard capacity that takes hint random hashes without any shard growing:
+// the mean per shard plus four standard deviations of the binomial spread (so that the fullest of
+// 256 shards still fits, in all but about 1 table in 100), at 7/8 load. At hint = 5M the table then
+// costs about 23.5 bytes per entry when full.
+func shardCapFor(hint int) int {
+	if hint <= 0 {
+		return minShardCap
+	}
+	n := float64(hint) / numShards
+	n += 4 * math.Sqrt(n)
+	return max(int(math.Ceil(n*maxLoadDen/maxLoadNum)), minShardCap)
+}
+
+func (t *HashTable) shard(h uint64) *shardTable {
+	checkHash(h)
+	return &t.shards[h>>(64-shardBits)].mu
+}
+
+// Get returns the location stored for h.
+func (t *HashTable) Get(h uint64) (Loc, bool) {
+	s := t.shard(h)
+	s.RLock()
+	i, ok := s.find(h)
+	var loc Loc
+	if ok {
+		loc = s.locs[i]
+	}
+	s.RUnlock()
+	return loc, ok
+}
+
+// Put inserts or replaces the location of h and returns the previous one, if any.
+func (t *HashTable) Put(h uint64, loc Loc) (old Loc, replaced bool) {
+	s := t.shard(h)
+	s.Lock()
+	old, replaced = s.put(h, loc)
+	s.Unlock()
+	return old, replaced
+}
+
+// Delete removes h and returns the location it had.
+func (t *HashTable) Delete(h uint64) (old Loc, ok bool) {
+	s := t.shard(h)
+	s.Lock()
+	i, ok := s.find(h)
+	if ok {
+		old = s.locs[i]
+		s.removeAt(i)
+	}
+	s.Unlock()
+	return old, ok
+}
+
+// DeleteIf removes h only if its location is in segment seg.
+func (t *HashTable) DeleteIf(h uint64, seg uint32) (old Loc, ok bool) {
+	s := t.shard(h)
+	s.Lock()
+	i, ok := s.find(h)
+	if ok = ok && s.locs[i].Segment == seg; ok {
+		old = s.locs[i]
+		s.removeAt(i)
+	}
+	s.Unlock()
+	return old, ok
+}
+
+// Len returns the number of entries. It locks each shard in turn, so under concurrent writes it
+// is a recent figure, not an instant one.
+func (t *HashTable) Len() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i].mu
+		s.RLock()
+		n += s.count
+		s.RUnlock()
+	}
+	return n
+}
+
+// Range calls fn for every entry until fn returns false. It copies one shard's entries under that
+// shard's read lock, then calls fn on the copy without any lock held, so a slow fn never stalls
+// writers; the copy costs one buffer the size of the largest shard (1/256 of the entries).
+func (t *HashTable) Range(fn func(h uint64, loc Loc) bool) {
+	var hs []uint64
+	var ls []Loc
+	for i := range t.shards {
+		s := &t.shards[i].mu
+		s.RLock()
+		if cap(hs) < s.count {
+			hs = make([]uint64, 0, s.count)
+			ls = make([]Loc, 0, s.count)
+		}
+		hs, ls = hs[:0], ls[:0]
+		for j, h := range s.hashes {
+			if h != 0 {
+				hs = append(hs, h)
+				ls = append(ls, s.locs[j])
+			}
+		}
+		s.RUnlock()
+		for j, h := range hs {
+			if !fn(h, ls[j]) {
+				return
+			}
+		}
+	}
+}
+
+// MemoryBytes returns the capacity of all shards times 20 bytes, plus the fixed shard array.
+func (t *HashTable) MemoryBytes() int64 {
+	n := int64(unsafe.Sizeof(*t))
+	for i := range t.shards {
+		s := &t.shards[i].mu
+		s.RLock()
+		n += int64(len(s.hashes)) * int64(slotBytes)
+		s.RUnlock()
+	}
+	return n
+}
+
+// home is the slot where the probe for h starts: the hash without its shard bits, scaled to the
+// capacity by a 64x64->128 multiply (Lemire's multiply-shift range reduction), so the capacity
+// need not be a power of two. It keeps hash order: a larger hash never has a smaller home.
+func (s *shardTable) home(h uint64) int {
+	hi, _ := bits.Mul64(h<<shardBits, uint64(len(s.hashes)))
+	return int(hi)
+}
+
+// find returns the slot that holds h and true, or the empty slot that ends h's probe and false.
+func (s *shardTable) find(h uint64) (int, bool) {
+	hs := s.hashes
+	i := s.home(h)
+	for {
+		switch hs[i] {
+		case h:
+			return i, true
+		case 0:
+			return i, false
+		}
+		if i++; i == len(hs) {
+			i = 0
+		}
+	}
+}
+
+func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
+	i, ok := s.find(h)
+	if ok {
+		old := s.locs[i]
+		s.locs[i] = loc
+		return old, true
+	}
+	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
+		s.resize(c * growNum / growDen)
+		i, _ = s.find(h)
+	}
+	s.hashes[i] = h
+	s.locs[i] = loc
+	s.count++
+	return Loc{}, false
+}
+
+// removeAt empties slot i by backward shift: each later entry of the run moves back into the
+// hole unless its home lies in the cyclic interval (hole, its slot], where moving it would put it
+// before its home. No tombstones, so probe lengths depend only on the load.
+func (s *shardTable) removeAt(i int) {
+	hs, ls := s.hashes, s.locs
+	j := i
+	for {
+		if j++; j == len(hs) {
+			j = 0
+		}
+		h := hs[j]
+		if h == 0 {
+			break
+		}
+		k := s.home(h)
+		var stays bool
+		if i <= j {
+			stays = i < k && k <= j
+		} else { // the run wrapped past the end between i and j
+			stays = i < k || k <= j
+		}
+		if stays {
+			continue
+		}
+		hs[i], ls[i] = h, ls[j]
+		i = j
+	}
+	hs[i], ls[i] = 0, Loc{}
+	s.count--
+}
+
+// resize moves the entries into new arrays of about c slots (see allocWords). Entries are visited
+// in slot order, which is nearly hash order, so they land in the new arrays nearly in order too.
+//
+// Both arrays live in one pointer-free allocation, hashes first, then locs (a Loc needs 4-byte
+// alignment and the hashes end on an 8-byte boundary), so the allocator's rounding is paid once,
+// not twice, and the rounded-up bytes become slots instead of hidden waste. With two separate
+// arrays that waste was 2 B/entry of heap at 1M entries, 7% of the budget.
+func (s *shardTable) resize(c int) {
+	buf := slices.Grow([]uint64(nil), allocWords(c)) // capacity: what the allocator really gives
+	buf = buf[:cap(buf)]
+	c = len(buf) * 8 / slotBytes
+	oh, ol := s.hashes, s.locs
+	s.hashes = buf[:c:c]
+	// locs covers bytes [8c, 20c) of buf, and 20c <= 8*len(buf).
+	s.locs = unsafe.Slice((*Loc)(unsafe.Pointer(unsafe.SliceData(buf[c:]))), c)
+	for i, h := range oh {
+		if h != 0 {
+			j, _ := s.find(h)
+			s.hashes[j], s.locs[j] = h, ol[i]
+		}
+	}
+}
+
+const (
+	// The Go allocator serves requests up to maxSmallAlloc from size classes (up to 19%
+	// apart) and larger ones in whole pages of allocPage bytes. Only memory use depends on these
+	// figures, never correctness.
+	maxSmallAlloc = 32 << 10
+	allocPage     = 8 << 10
+)
+
+// allocWords returns the buffer size, in 8-byte words, for about c slots. Above maxSmallAlloc it
+// rounds to the nearest whole page rather than up: rounding up would make a shard of 2048 slots
+// (5 pages) grow to 7 pages, 1.4x, and leave it at 0.62 load, 32 bytes per entry. Rounding down
+// never undoes a growth step: there a step is 0.25*c >= 410 slots, a page is 410 slots.
+func allocWords(c int) int {
+	b := c * slotBytes
+	if b > maxSmallAlloc {
+		b = (b + allocPage/2) / allocPage * allocPage
+	}
+	return (b + 7) / 8
+}

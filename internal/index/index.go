@@ -1,0 +1,47 @@
+package index
+
+// Loc is where a record lives: the segment id, the byte offset of the record in the segment, and
+// the record's whole length (header + key + value). It is 12 bytes with no padding, so a table of
+// Locs is pointer-free and dense.
+type Loc struct {
+	Segment uint32
+	Offset  uint32
+	Length  uint32
+}
+
+// Index maps a key hash to the location of the newest record for that key. Hash 0 is reserved
+// (it marks an empty slot); passing it is a programmer error and panics. All methods are safe for
+// concurrent use.
+type Index interface {
+	// Get returns the location stored for h.
+	Get(h uint64) (Loc, bool)
+	// Put inserts or replaces; it returns the previous location if there was one.
+	Put(h uint64, loc Loc) (old Loc, replaced bool)
+	// Delete removes h and returns the location it had.
+	Delete(h uint64) (old Loc, ok bool)
+	// DeleteIf removes h only if its current location is in segment seg, and then returns that
+	// location and true; otherwise it changes nothing and returns false. Evicting a segment uses
+	// it so that a newer record of the same key in a newer segment survives.
+	DeleteIf(h uint64, seg uint32) (old Loc, ok bool)
+	// Len returns the number of entries.
+	Len() int
+	// Range calls fn for every entry until fn returns false. It never holds one lock for the
+	// whole walk; entries added or removed during Range may or may not be seen, entries present
+	// throughout are seen exactly once. fn must not call back into the index.
+	Range(fn func(h uint64, loc Loc) bool)
+	// MemoryBytes is the memory the index holds: table capacity, not just live entries.
+	MemoryBytes() int64
+}
+
+var (
+	_ Index = (*HashTable)(nil)
+	_ Index = (*SkipList)(nil)
+)
+
+// checkHash panics on the reserved hash 0. The caller (the key hasher) maps 0 to 1, so reaching
+// here with 0 is a bug; silently accepting it would make an empty slot look like a hit.
+func checkHash(h uint64) {
+	if h == 0 {
+		panic("index: hash 0 is reserved (map it to 1 before calling)")
+	}
+}

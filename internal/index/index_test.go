@@ -1,0 +1,321 @@
+package index
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+func TestLocSize(t *testing.T) {
+	if got := unsafe.Sizeof(Loc{}); got != 12 {
+		t.Fatalf("Loc is %d bytes, want 12", got)
+	}
+}
+
+// TestModel runs random Put/Get/Delete/DeleteIf/Len/Range sequences against each implementation
+// and a plain map, over key pools of several sizes (the crowded shard of HashTable grows from 8
+// slots through a dozen sizes and runs wrap around its end).
+func TestModel(t *testing.T) {
+	seed := testSeed(t)
+	sizes := []struct{ pool, ops int }{{16, 2000}, {300, 20000}, {5000, 100000}, {40000, 300000}}
+	if testing.Short() || raceEnabled {
+		sizes = sizes[:3]
+	}
+	for _, im := range impls {
+		t.Run(im.name, func(t *testing.T) {
+			for i, sz := range sizes {
+				runModel(t, im.new(), seed+uint64(i), sz.pool, sz.ops)
+			}
+		})
+	}
+}
+
+func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, uint64(poolSize)))
+	gen := hashGen{r}
+	pool := make([]uint64, poolSize)
+	for i := range pool {
+		pool[i] = gen.next()
+	}
+	model := map[uint64]Loc{}
+	randLoc := func() Loc {
+		return Loc{Segment: 1 + r.Uint32N(6), Offset: r.Uint32(), Length: r.Uint32()}
+	}
+	fail := func(op int, format string, args ...any) {
+		t.Helper()
+		args = append([]any{seed, poolSize, op}, args...)
+		t.Fatalf("seed %d pool %d op %d: "+format, args...)
+	}
+	checkAll := func(op int) {
+		t.Helper()
+		if idx.Len() != len(model) {
+			fail(op, "Len %d, model %d", idx.Len(), len(model))
+		}
+		seen := map[uint64]bool{}
+		idx.Range(func(h uint64, loc Loc) bool {
+			if seen[h] {
+				fail(op, "Range: %#x twice", h)
+			}
+			seen[h] = true
+			if want, ok := model[h]; !ok || want != loc {
+				fail(op, "Range: %#x -> %v, model %v %v", h, loc, want, ok)
+			}
+			return true
+		})
+		if len(seen) != len(model) {
+			fail(op, "Range saw %d entries, model has %d", len(seen), len(model))
+		}
+		// Stopping early calls fn exactly as many times as asked.
+		if k := min(len(model), 3); k > 0 {
+			calls := 0
+			idx.Range(func(uint64, Loc) bool { calls++; return calls < k })
+			if calls != k {
+				fail(op, "Range stopped after %d calls, want %d", calls, k)
+			}
+		}
+		checkIndex(t, idx)
+	}
+	for op := 0; op < ops; op++ {
+		h := pool[r.IntN(len(pool))]
+		want, present := model[h]
+		switch p := r.IntN(100); {
+		case p < 40:
+			loc := randLoc()
+			old, replaced := idx.Put(h, loc)
+			if replaced != present || old != want {
+				fail(op, "Put(%#x) = %v %v, model %v %v", h, old, replaced, want, present)
+			}
+			model[h] = loc
+		case p < 60:
+			got, ok := idx.Get(h)
+			if ok != present || got != want {
+				fail(op, "Get(%#x) = %v %v, model %v %v", h, got, ok, want, present)
+			}
+		case p < 80:
+			old, ok := idx.Delete(h)
+			if ok != present || old != want {
+				fail(op, "Delete(%#x) = %v %v, model %v %v", h, old, ok, want, present)
+			}
+			delete(model, h)
+		default:
+			seg := 1 + r.Uint32N(6)
+			if present && r.IntN(2) == 0 {
+				seg = want.Segment
+			}
+			old, ok := idx.DeleteIf(h, seg)
+			wantOK := present && want.Segment == seg
+			var wantOld Loc
+			if wantOK {
+				wantOld = want
+				delete(model, h)
+			}
+			if ok != wantOK || old != wantOld {
+				fail(op, "DeleteIf(%#x, %d) = %v %v, model %v %v", h, seg, old, ok, want, present)
+			}
+		}
+		if op%16 == 0 && idx.Len() != len(model) {
+			fail(op, "Len %d, model %d", idx.Len(), len(model))
+		}
+		if op%max(poolSize/2, 50) == 0 {
+			checkAll(op)
+		}
+	}
+	checkAll(ops)
+	// Drain: every entry deletes, and the index is empty again.
+	for h := range model {
+		if _, ok := idx.Delete(h); !ok {
+			fail(ops, "drain: Delete(%#x) missed", h)
+		}
+		delete(model, h)
+	}
+	checkAll(ops)
+}
+
+func TestHashZeroPanics(t *testing.T) {
+	for _, im := range impls {
+		idx := im.new()
+		for name, f := range map[string]func(){
+			"Get":      func() { idx.Get(0) },
+			"Put":      func() { idx.Put(0, Loc{}) },
+			"Delete":   func() { idx.Delete(0) },
+			"DeleteIf": func() { idx.DeleteIf(0, 1) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s.%s(0) did not panic", im.name, name)
+					}
+				}()
+				f()
+			}()
+		}
+	}
+}
+
+// TestConcurrent runs writers, readers and Range walks at once (meant for -race). Each writer
+// owns its keys, so it can check every result; readers check that stable keys never go missing
+// and that no Loc is ever torn; Range must see every stable key exactly once.
+func TestConcurrent(t *testing.T) {
+	seed := testSeed(t)
+	const (
+		writers = 3
+		readers = 2
+		stableN = 3000
+		churnN  = 1500 // per writer
+	)
+	writerOps := 40000
+	if raceEnabled || testing.Short() {
+		writerOps = 8000
+	}
+	for _, im := range impls {
+		t.Run(im.name, func(t *testing.T) {
+			idx := im.new()
+			r := rand.New(rand.NewPCG(seed, 0))
+			gen := hashGen{r}
+			used := map[uint64]bool{}
+			draw := func(n int) []uint64 {
+				hs := make([]uint64, 0, n)
+				for len(hs) < n {
+					if h := gen.next(); !used[h] {
+						used[h] = true
+						hs = append(hs, h)
+					}
+				}
+				return hs
+			}
+			stable := draw(stableN)
+			for _, h := range stable {
+				idx.Put(h, locFor(h, 1))
+			}
+			churn := make([][]uint64, writers)
+			for w := range churn {
+				churn[w] = draw(churnN)
+			}
+
+			var wg sync.WaitGroup
+			var stop sync.WaitGroup // writers; readers run until writers finish
+			done := make(chan struct{})
+			errs := make(chan string, 100)
+			report := func(format string, args ...any) {
+				select {
+				case errs <- fmt.Sprintf(format, args...):
+				default:
+				}
+			}
+			for w := 0; w < writers; w++ {
+				stop.Add(1)
+				go func(w int) {
+					defer stop.Done()
+					r := rand.New(rand.NewPCG(seed, uint64(w+1)))
+					keys := churn[w]
+					mine := map[uint64]Loc{}
+					for op := 0; op < writerOps; op++ {
+						h := keys[r.IntN(len(keys))]
+						want, present := mine[h]
+						switch r.IntN(3) {
+						case 0, 1:
+							loc := locFor(h, 1+r.Uint32N(4))
+							old, ok := idx.Put(h, loc)
+							if ok != present || old != want {
+								report("writer %d: Put(%#x) = %v %v, want %v %v", w, h, old, ok, want, present)
+							}
+							mine[h] = loc
+						case 2:
+							seg := 1 + r.Uint32N(4)
+							old, ok := idx.DeleteIf(h, seg)
+							if ok != (present && want.Segment == seg) || ok && old != want {
+								report("writer %d: DeleteIf(%#x, %d) = %v %v, had %v %v", w, h, seg, old, ok, want, present)
+							}
+							if ok {
+								delete(mine, h)
+							}
+						}
+						if op%16 == 0 {
+							want, present := mine[h]
+							if got, ok := idx.Get(h); ok != present || got != want {
+								report("writer %d: Get(%#x) = %v %v, want %v %v", w, h, got, ok, want, present)
+							}
+						}
+					}
+					for h := range mine {
+						if _, ok := idx.Delete(h); !ok {
+							report("writer %d: Delete(%#x) missed", w, h)
+						}
+					}
+				}(w)
+			}
+			for rd := 0; rd < readers; rd++ {
+				wg.Add(1)
+				go func(rd int) {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(seed, uint64(100+rd)))
+					for i := 0; ; i++ {
+						if i%64 == 0 {
+							select {
+							case <-done:
+								return
+							default:
+							}
+						}
+						h := stable[r.IntN(len(stable))]
+						if got, ok := idx.Get(h); !ok || got != locFor(h, 1) {
+							report("reader: stable Get(%#x) = %v %v", h, got, ok)
+						}
+						c := churn[r.IntN(writers)]
+						h = c[r.IntN(len(c))]
+						if got, ok := idx.Get(h); ok && !validLoc(h, got) {
+							report("reader: torn Get(%#x) = %v", h, got)
+						}
+					}
+				}(rd)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stableSet := map[uint64]bool{}
+				for _, h := range stable {
+					stableSet[h] = true
+				}
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					seen := map[uint64]bool{}
+					nStable := 0
+					idx.Range(func(h uint64, loc Loc) bool {
+						if seen[h] {
+							report("Range: %#x twice", h)
+						}
+						seen[h] = true
+						if !validLoc(h, loc) {
+							report("Range: torn %#x -> %v", h, loc)
+						}
+						if stableSet[h] {
+							nStable++
+						}
+						return true
+					})
+					if nStable != len(stable) {
+						report("Range saw %d of %d stable keys", nStable, len(stable))
+					}
+				}
+			}()
+			stop.Wait()
+			close(done)
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			if idx.Len() != stableN {
+				t.Errorf("Len %d after writers drained, want %d", idx.Len(), stableN)
+			}
+			checkIndex(t, idx)
+		})
+	}
+}

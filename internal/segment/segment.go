@@ -1,0 +1,346 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// HeaderSize is the size of the header block; the first record starts here,
+// aligned for direct I/O.
+const HeaderSize = 4096
+
+// MaxSize is the largest segment: footer entries hold uint32 offsets and
+// lengths.
+const MaxSize = math.MaxUint32
+
+// FileName returns the file name of segment id: ten decimal digits and
+// ".seg", so names sort by id.
+func FileName(id uint32) string {
+	return fmt.Sprintf("%010d.seg", id)
+}
+
+// ParseFileName returns the id of a segment file name made by FileName, and
+// false for any other name.
+func ParseFileName(name string) (uint32, bool) {
+	digits, ok := strings.CutSuffix(name, ".seg")
+	if !ok || len(digits) != 10 {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseUint(digits, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(id), true
+}
+
+// Options say how a segment is written.
+type Options struct {
+	// Direct writes batches through an O_DIRECT descriptor, bypassing the
+	// page cache: each batch must then be one vfs.AlignedBuffer whose
+	// length and offset are multiples of 4096 (pad records fill the gaps).
+	// Default false: buffered writes, which cost page-cache memory and a
+	// copy but accept any batch.
+	Direct bool
+
+	// Sync makes WriteBatch and Seal durable before they return
+	// (fdatasync), and Create sync the file and its directory. Default
+	// false: faster, but a crash loses what the kernel had not written
+	// back (Scan then reports a torn tail).
+	Sync bool
+}
+
+// Active is a segment being filled. WriteBatch calls at disjoint offsets may
+// run concurrently; Seal and Close must not overlap them.
+type Active struct {
+	id   uint32
+	opts Options
+	// f is the buffered descriptor: readers pread from it while the
+	// segment is active and after it is sealed; the footer is written
+	// through it.
+	f vfs.File
+	// direct is the O_DIRECT descriptor batches are written through, nil
+	// without Options.Direct and after Seal.
+	direct vfs.File
+	sealed bool
+}
+
+// Create creates segment id in dir: the file must not exist. It writes the
+// header block, preallocates capacity bytes (where the file system can) so
+// batch writes do not run out of space, and with Options.Sync makes the new
+// file durable, directory entry included.
+func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *Active, err error) {
+	if capacity < HeaderSize || capacity > MaxSize {
+		return nil, fmt.Errorf("segment: capacity %d outside [%d, %d]", capacity, HeaderSize, int64(MaxSize))
+	}
+	name := filepath.Join(dir, FileName(id))
+	f, err := fs.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment: create: %w", err)
+	}
+	a := &Active{id: id, opts: opts, f: f}
+	defer func() {
+		if err != nil {
+			a.Close()
+			fs.Remove(name)
+		}
+	}()
+
+	var flags uint32
+	if opts.Direct {
+		flags |= record.SegmentFlagDirect
+	}
+	block := make([]byte, HeaderSize)
+	record.SegmentHeader{Version: record.Version, Flags: flags, ID: id, Created: time.Now().UnixNano()}.Encode(block)
+	if _, err := f.WriteAt(block, 0); err != nil {
+		return nil, fmt.Errorf("segment: write header of %s: %w", name, err)
+	}
+	if err := f.Allocate(0, capacity); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return nil, fmt.Errorf("segment: preallocate %s: %w", name, err)
+	}
+	if opts.Direct {
+		d, err := fs.OpenDirect(name, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("segment: open %s for direct I/O: %w", name, err)
+		}
+		a.direct = d
+	}
+	if opts.Sync {
+		if err := f.Sync(); err != nil {
+			return nil, fmt.Errorf("segment: sync %s: %w", name, err)
+		}
+		if err := fs.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("segment: sync directory %s: %w", dir, err)
+		}
+	}
+	return a, nil
+}
+
+// ID returns the segment's id.
+func (a *Active) ID() uint32 { return a.id }
+
+// File returns the buffered descriptor, for reads while the segment is
+// active and after it is sealed. It stays open until Close.
+func (a *Active) File() vfs.File { return a.f }
+
+// WriteBatch writes bufs (encoded records, back to back) at off, which the
+// caller has reserved. With Options.Direct, bufs must be a single
+// vfs.AlignedBuffer whose length and off are multiples of 4096. With
+// Options.Sync the batch is durable when WriteBatch returns.
+func (a *Active) WriteBatch(bufs [][]byte, off int64) error {
+	if a.sealed {
+		return fmt.Errorf("%w: write batch to %s", ErrSealed, a.f.Name())
+	}
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	if off < HeaderSize || off+n > MaxSize {
+		return fmt.Errorf("segment: batch [%d, %d) of %s is outside [%d, %d)", off, off+n, a.f.Name(), HeaderSize, int64(MaxSize))
+	}
+	f := a.f
+	if a.direct != nil {
+		if len(bufs) != 1 || !vfs.IsAligned(bufs[0]) || off%vfs.DirectIOAlignment != 0 {
+			return fmt.Errorf("%w: %d buffers, %d bytes at offset %d of %s (want one aligned buffer, length and offset multiples of %d)",
+				ErrMisaligned, len(bufs), n, off, a.f.Name(), vfs.DirectIOAlignment)
+		}
+		f = a.direct
+	}
+	if _, err := f.WritevAt(bufs, off); err != nil {
+		return fmt.Errorf("segment: write batch at %d: %w", off, err)
+	}
+	if a.opts.Sync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("segment: sync batch at %d: %w", off, err)
+		}
+	}
+	return nil
+}
+
+// Seal writes the footer for entries (one per put and delete record, in
+// record order) at dataEnd, the end of the last record, and truncates the
+// file there; see WriteFooter. It closes the direct descriptor; File stays
+// open. On error the segment stays active and Seal may be retried.
+func (a *Active) Seal(entries []record.Entry, dataEnd int64) (size int64, err error) {
+	if a.sealed {
+		return 0, fmt.Errorf("%w: seal %s", ErrSealed, a.f.Name())
+	}
+	size, err = WriteFooter(a.f, entries, dataEnd, a.opts.Sync)
+	if err != nil {
+		return 0, err
+	}
+	a.sealed = true
+	if a.direct != nil {
+		err = a.direct.Close()
+		a.direct = nil
+	}
+	return size, err
+}
+
+// Close closes the segment's descriptors.
+func (a *Active) Close() error {
+	var err error
+	if a.direct != nil {
+		err = a.direct.Close()
+		a.direct = nil
+	}
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// WriteFooter writes the hint footer for entries at dataEnd, truncates f to
+// dataEnd+20n+32 so the trailer ends the file, and with sync makes it
+// durable. A crash part way leaves no trailer at the end of the file (or
+// one whose checks fail), so the segment reads as unsealed and Scan
+// recovers it.
+func WriteFooter(f vfs.File, entries []record.Entry, dataEnd int64, sync bool) (size int64, err error) {
+	if err := checkEntries(entries, dataEnd); err != nil {
+		return 0, fmt.Errorf("segment: cannot seal %s: %w", f.Name(), err)
+	}
+	footer := record.AppendFooter(nil, entries, uint64(dataEnd))
+	size = dataEnd + int64(len(footer))
+	if _, err := f.WriteAt(footer, dataEnd); err != nil {
+		return 0, fmt.Errorf("segment: write footer of %s: %w", f.Name(), err)
+	}
+	if err := f.Truncate(size); err != nil {
+		return 0, fmt.Errorf("segment: truncate %s to its footer: %w", f.Name(), err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return 0, fmt.Errorf("segment: sync footer of %s: %w", f.Name(), err)
+		}
+	}
+	return size, nil
+}
+
+// checkEntries checks what a footer may hold: puts and deletes in record
+// order, not overlapping, between the header block and dataEnd.
+func checkEntries(entries []record.Entry, dataEnd int64) error {
+	if dataEnd < HeaderSize || dataEnd > MaxSize {
+		return fmt.Errorf("%w: data end %d outside [%d, %d]", record.ErrBadLength, dataEnd, HeaderSize, int64(MaxSize))
+	}
+	next := int64(HeaderSize)
+	for i, e := range entries {
+		if e.Kind != record.KindPut && e.Kind != record.KindDelete {
+			return fmt.Errorf("%w: footer entry %d has kind %v", record.ErrBadKind, i, e.Kind)
+		}
+		start, end := int64(e.Offset), int64(e.Offset)+int64(e.Length)
+		if start < next || e.Length < record.HeaderSize || end > dataEnd {
+			return fmt.Errorf("%w: footer entry %d covers [%d, %d), want a record of at least %d bytes in [%d, %d)",
+				record.ErrBadLength, i, start, end, record.HeaderSize, next, dataEnd)
+		}
+		next = end
+	}
+	return nil
+}
+
+// Open opens segment id in dir for reading (and writing, to seal it after
+// recovery), checks its header block and that the header names id, and
+// returns the file with its size.
+func Open(fs vfs.FS, dir string, id uint32) (f vfs.File, size int64, err error) {
+	name := filepath.Join(dir, FileName(id))
+	file, err := fs.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("segment: open: %w", err)
+	}
+	if size, err = checkHeader(file, name, id); err != nil {
+		file.Close()
+		return nil, 0, err
+	}
+	return file, size, nil
+}
+
+// checkHeader returns the size of segment file f after checking its header
+// block names segment id.
+func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("segment: stat %s: %w", name, err)
+	}
+	size := fi.Size()
+	if size < HeaderSize {
+		return 0, corruptionf(name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
+	}
+	var buf [record.SegmentHeaderSize]byte
+	if err := readFull(f, buf[:], 0); err != nil {
+		return 0, fmt.Errorf("segment: read header of %s: %w", name, err)
+	}
+	h, err := record.DecodeSegmentHeader(buf[:])
+	if err != nil {
+		return 0, corruption(name, 0, err)
+	}
+	if h.ID != id {
+		return 0, corruptionf(name, 0, "header names segment %d, file name segment %d", h.ID, id)
+	}
+	return size, nil
+}
+
+// ReadFooter reads and checks the hint footer of a sealed segment of the
+// given size. For a segment without a footer trailer (unsealed, or a seal a
+// crash cut short) the error wraps record.ErrNoFooter; a footer that fails
+// its checks gives a CorruptionError. Either way Scan recovers the records.
+func ReadFooter(f vfs.File, size int64) (entries []record.Entry, dataEnd int64, err error) {
+	name := f.Name()
+	if size < HeaderSize+record.TrailerSize {
+		return nil, 0, fmt.Errorf("segment %s: %w", name, record.ErrNoFooter)
+	}
+	trailerOff := size - record.TrailerSize
+	var t [record.TrailerSize]byte
+	if err := readFull(f, t[:], trailerOff); err != nil {
+		return nil, 0, fmt.Errorf("segment: read footer trailer of %s: %w", name, err)
+	}
+	count, end, crc, err := record.DecodeTrailer(t[:])
+	if errors.Is(err, record.ErrNoFooter) {
+		return nil, 0, fmt.Errorf("segment %s: %w", name, record.ErrNoFooter)
+	}
+	if err != nil {
+		return nil, 0, corruption(name, trailerOff, err)
+	}
+	n := int64(count) * record.EntrySize
+	if end < HeaderSize || end > uint64(trailerOff) || int64(end)+n != trailerOff {
+		return nil, 0, corruptionf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
+			record.ErrBadLength, count, end, size)
+	}
+	dataEnd = int64(end)
+	buf := make([]byte, n)
+	if err := readFull(f, buf, dataEnd); err != nil {
+		return nil, 0, fmt.Errorf("segment: read footer entries of %s: %w", name, err)
+	}
+	if entries, err = record.DecodeEntries(buf, crc); err != nil {
+		return nil, 0, corruption(name, dataEnd, err)
+	}
+	if err := checkEntries(entries, dataEnd); err != nil {
+		return nil, 0, corruption(name, dataEnd, err)
+	}
+	return entries, dataEnd, nil
+}
+
+// readFull reads len(b) bytes at off. A read cut short by the end of the
+// file is io.ErrUnexpectedEOF: the caller asked for bytes the file's size
+// said were there.
+func readFull(f io.ReaderAt, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,193 @@
+package blobcache
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+var (
+	modelSeed  = flag.Uint64("model.seed", 0, "seed of TestModel (0: time based)")
+	modelSteps = flag.Int("model.steps", 3000, "operations of TestModel")
+)
+
+// TestModel runs a seeded random sequence of Put, UnsafePut, Delete, Get, ReadAt, Drain, Close
+// and reopen, and crash and reopen, against a map. Replay a failure with -model.seed.
+func TestModel(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	dir := t.TempDir()
+	variants := [][]Option{small(), small(WithSkipmapIndex()), small(WithDirectIOWrites(), WithChecksum(), WithVerifyOnRead(true))}
+	opts := variants[rng.IntN(len(variants))]
+	c := open(t, dir, opts...)
+	defer func() { c.Close() }()
+	model := map[string][]byte{}
+	version := 0
+	keys := 200
+	steps := *modelSteps
+	if testing.Short() {
+		steps /= 5
+	}
+	var trace []string
+	defer func() {
+		if t.Failed() {
+			n := max(0, len(trace)-600)
+			t.Logf("last operations:\n%s", strings.Join(trace[n:], "\n"))
+		}
+	}()
+	for step := range steps {
+		k := fmt.Sprintf("key-%d", rng.IntN(keys))
+		op := rng.IntN(100)
+		trace = append(trace, fmt.Sprintf("%d: op %d %s (model has %d bytes)", step, op, k, len(model[k])))
+		switch {
+		case op < 35:
+			version++
+			v := value(k, version, rng.IntN(12000))
+			var err error
+			if rng.IntN(2) == 0 {
+				err = c.Put([]byte(k), v)
+			} else {
+				err = c.UnsafePut([]byte(k), v)
+			}
+			if err != nil {
+				t.Fatalf("step %d: Put: %v", step, err)
+			}
+			model[k] = v
+		case op < 45:
+			if err := c.Delete([]byte(k)); err != nil {
+				t.Fatalf("step %d: Delete: %v", step, err)
+			}
+			delete(model, k)
+		case op < 85:
+			expect(t, c, k, model[k])
+		case op < 90:
+			if want, ok := model[k]; ok && len(want) > 10 {
+				p := make([]byte, len(want)-10)
+				if n, err := c.ReadAt([]byte(k), p, 10); err != nil || n != len(p) || string(p) != string(want[10:]) {
+					t.Fatalf("step %d: ReadAt(%s): %d %v", step, k, n, err)
+				}
+			}
+		case op < 95:
+			c.Drain()
+		case op < 98:
+			c.Close()
+			c = open(t, dir, opts...)
+		default:
+			// A crash after Drain loses nothing: drained data is in the files.
+			c.Drain()
+			c.crash()
+			c = open(t, dir, opts...)
+		}
+	}
+	for k, v := range model {
+		expect(t, c, k, v)
+	}
+}
+
+// gatedFS holds back every vectored write (a batch flush) while the gate is closed.
+type gatedFS struct {
+	vfs.FS
+	mu     sync.Mutex
+	closed bool
+	cond   *sync.Cond
+}
+
+func newGatedFS() *gatedFS {
+	g := &gatedFS{FS: vfs.Default}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *gatedFS) set(closed bool) {
+	g.mu.Lock()
+	g.closed = closed
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, g: g}, nil
+}
+
+type gatedFile struct {
+	vfs.File
+	g *gatedFS
+}
+
+func (f *gatedFile) WritevAt(bufs [][]byte, off int64) (int, error) {
+	f.g.mu.Lock()
+	for f.g.closed {
+		f.g.cond.Wait()
+	}
+	f.g.mu.Unlock()
+	return f.File.WritevAt(bufs, off)
+}
+
+// TestBackpressure: with flushes held back, Put blocks once WriteBufferSize*(MaxInflight+1)
+// bytes are buffered, and resumes when they are written.
+func TestBackpressure(t *testing.T) {
+	g := newGatedFS()
+	const wbs, inflight = 64 << 10, 2
+	c := open(t, t.TempDir(), small(withFS(g), WithMaxInflightBatches(inflight))...)
+	defer c.Close()
+	// Create the first segment with the gate open, then close it.
+	c.Put([]byte("warm"), []byte("x"))
+	c.Drain()
+	g.set(true)
+	var puts sync.WaitGroup
+	done := make(chan int, 1)
+	puts.Add(1)
+	go func() {
+		defer puts.Done()
+		i := 0
+		for ; i < 100; i++ {
+			k := fmt.Sprintf("k%d", i)
+			if err := c.Put([]byte(k), value(k, 0, 8<<10)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		done <- i
+	}()
+	// Wait until the writer is stuck waiting for a buffer.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().PutWaits == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Put never waited for a buffer")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p := c.Stats().PendingBytes; p > wbs*(inflight+1) {
+		t.Fatalf("pending %d bytes, bound %d", p, wbs*(inflight+1))
+	}
+	select {
+	case <-done:
+		t.Fatal("all Puts returned while no flush could finish")
+	default:
+	}
+	g.set(false)
+	puts.Wait()
+	if n := <-done; n != 100 {
+		t.Fatalf("%d puts", n)
+	}
+	c.Drain()
+	for i := range 100 {
+		k := fmt.Sprintf("k%d", i)
+		expect(t, c, k, value(k, 0, 8<<10))
+	}
+}

@@ -1,0 +1,218 @@
+package blobcache
+
+import (
+	"fmt"
+	"hash"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// MaxKeyLen is the longest key the cache accepts, in bytes.
+const MaxKeyLen = record.MaxKeyLen
+
+// IndexKind selects the in-memory index implementation.
+type IndexKind int
+
+const (
+	// IndexHashTable is the default: a pointer-free sharded open-addressing table holding a
+	// 64-bit key hash and a 12-byte location per blob (about 25 bytes per blob in RAM).
+	IndexHashTable IndexKind = iota
+	// IndexSkipList is a concurrent skip list with lock-free reads; it costs several times the
+	// memory per blob of the hash table. Like the hash table it is rebuilt from the segment
+	// footers on open.
+	IndexSkipList
+)
+
+// Options configures a Cache. The zero value of every field means "use the default" stated on
+// the field. Build one with the With* functions passed to New, or fill it and pass WithOptions.
+type Options struct {
+	// MaxSize bounds the disk space of the segments, in bytes. When a new segment would take the
+	// cache past it, the oldest segments are evicted whole (FIFO). Disk usage stays at or under
+	// MaxSize plus one segment. 0 means unlimited. If set it must be at least 2*SegmentSize.
+	MaxSize int64
+
+	// SegmentSize is the size of each append-only segment file (default 256 MiB, at most 4 GiB,
+	// at least WriteBufferSize+1 MiB). Larger segments mean fewer files and coarser eviction.
+	SegmentSize int64
+
+	// Checksum stores a checksum of every blob (ChecksumHash of the value) in its record header.
+	// Every record also always carries a CRC-32C of its value that recovery uses to tell whole
+	// records from torn ones; this option adds the blob checksum the application sees (the ETag
+	// of the server). Default off.
+	Checksum bool
+
+	// ChecksumHash is the hash used for blob checksums (Checksum, PutChecksummed). Default nil:
+	// CRC-32C (Castagnoli), which costs nothing extra because it is the record's own value CRC.
+	ChecksumHash func() hash.Hash32
+
+	// VerifyOnRead makes every Get check the value against its stored checksums while it is read;
+	// a mismatch is returned by the Read that reaches the end as an error wrapping
+	// ErrChecksumMismatch. Headers and keys are always checked. Default off.
+	VerifyOnRead bool
+
+	// Fsync makes Drain, Delete and Close durable: every batch is fdatasync'ed (F_FULLFSYNC on
+	// Darwin) before it is committed, and directory changes are synced. Default off: a crash may
+	// forget recent writes, never return torn ones.
+	Fsync bool
+
+	// DirectIOWrites writes batches with O_DIRECT, bypassing the page cache. Batches (not blobs)
+	// are padded to 4 KiB. UnsafePut then copies like Put, since O_DIRECT needs aligned memory.
+	DirectIOWrites bool
+
+	// Index selects the index implementation. Default IndexHashTable.
+	Index IndexKind
+
+	// WriteBufferSize is the size of one write batch (default 64 MiB). Puts fill a batch in
+	// memory; a full batch is written to the active segment with one vectored write. Memory held
+	// by unflushed writes is bounded by WriteBufferSize*(MaxInflightBatches+1); Put blocks when it
+	// is reached.
+	WriteBufferSize int64
+
+	// MaxInflightBatches is the number of batches being written at once, each by its own flush
+	// worker (default 4).
+	MaxInflightBatches int
+
+	// FlushInterval is how long a partly filled batch may wait before it is written anyway
+	// (default 100ms). Drain writes it at once.
+	FlushInterval time.Duration
+
+	// ExpectedBlobs sizes the bloom filter and the index up front (default 1<<20). The filter is
+	// rebuilt larger in the background when the cache outgrows it.
+	ExpectedBlobs int64
+
+	// BloomBitsPerKey is the bloom filter's size per expected blob (default 10, about 1% false
+	// positives).
+	BloomBitsPerKey int
+
+	// BloomMaxFPR is the estimated false-positive rate past which the background worker rebuilds
+	// the filter from the index (deletes and evictions leave bits set). Default 0.03.
+	BloomMaxFPR float64
+
+	// fs is the file-system seam; tests replace it with a faulty one.
+	fs vfs.FS
+}
+
+// Defaults.
+const (
+	DefaultSegmentSize        = 256 << 20
+	DefaultWriteBufferSize    = 64 << 20
+	DefaultMaxInflightBatches = 4
+	DefaultFlushInterval      = 100 * time.Millisecond
+	DefaultExpectedBlobs      = 1 << 20
+	DefaultBloomBitsPerKey    = 10
+	DefaultBloomMaxFPR        = 0.03
+	maxSegmentSize            = 4 << 30
+)
+
+// withDefaults returns a copy with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = DefaultWriteBufferSize
+	}
+	if o.MaxInflightBatches == 0 {
+		o.MaxInflightBatches = DefaultMaxInflightBatches
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.ExpectedBlobs == 0 {
+		o.ExpectedBlobs = DefaultExpectedBlobs
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = DefaultBloomBitsPerKey
+	}
+	if o.BloomMaxFPR == 0 {
+		o.BloomMaxFPR = DefaultBloomMaxFPR
+	}
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
+	return o
+}
+
+// Validate reports whether the options (after defaults are applied) are usable. The error wraps
+// ErrInvalidOptions and names the field.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.WriteBufferSize < 64<<10:
+		return bad("WriteBufferSize %d is below 64 KiB", o.WriteBufferSize)
+	case o.SegmentSize < 0 || o.SegmentSize > maxSegmentSize:
+		return bad("SegmentSize %d is outside (0, 4 GiB]", o.SegmentSize)
+	case o.SegmentSize < o.WriteBufferSize+segment.HeaderSize+(1<<20):
+		return bad("SegmentSize %d must be at least WriteBufferSize (%d) + 1 MiB", o.SegmentSize, o.WriteBufferSize)
+	case o.MaxSize < 0:
+		return bad("MaxSize %d is negative", o.MaxSize)
+	case o.MaxSize > 0 && o.MaxSize < 2*o.SegmentSize:
+		return bad("MaxSize %d must be 0 (unlimited) or at least 2*SegmentSize (%d)", o.MaxSize, 2*o.SegmentSize)
+	case o.MaxInflightBatches < 1 || o.MaxInflightBatches > 64:
+		return bad("MaxInflightBatches %d is outside [1, 64]", o.MaxInflightBatches)
+	case o.FlushInterval < 0:
+		return bad("FlushInterval %v is negative", o.FlushInterval)
+	case o.ExpectedBlobs < 0:
+		return bad("ExpectedBlobs %d is negative", o.ExpectedBlobs)
+	case o.BloomBitsPerKey < 1 || o.BloomBitsPerKey > 64:
+		return bad("BloomBitsPerKey %d is outside [1, 64]", o.BloomBitsPerKey)
+	case o.BloomMaxFPR <= 0 || o.BloomMaxFPR >= 1:
+		return bad("BloomMaxFPR %v is outside (0, 1)", o.BloomMaxFPR)
+	case o.Index != IndexHashTable && o.Index != IndexSkipList:
+		return bad("unknown Index %d", o.Index)
+	}
+	return nil
+}
+
+// Option sets a field of Options.
+type Option func(*Options)
+
+// WithOptions replaces all options with o (fields left zero take their defaults).
+func WithOptions(o Options) Option { return func(p *Options) { fs := p.fs; *p = o; p.fs = fs } }
+
+// WithMaxSize sets Options.MaxSize.
+func WithMaxSize(n int64) Option { return func(o *Options) { o.MaxSize = n } }
+
+// WithSegmentSize sets Options.SegmentSize.
+func WithSegmentSize(n int64) Option { return func(o *Options) { o.SegmentSize = n } }
+
+// WithChecksum sets Options.Checksum.
+func WithChecksum() Option { return func(o *Options) { o.Checksum = true } }
+
+// WithChecksumHash sets Options.ChecksumHash and turns Options.Checksum on.
+func WithChecksumHash(h func() hash.Hash32) Option {
+	return func(o *Options) { o.ChecksumHash = h; o.Checksum = true }
+}
+
+// WithVerifyOnRead sets Options.VerifyOnRead.
+func WithVerifyOnRead(v bool) Option { return func(o *Options) { o.VerifyOnRead = v } }
+
+// WithFsync sets Options.Fsync.
+func WithFsync(v bool) Option { return func(o *Options) { o.Fsync = v } }
+
+// WithDirectIOWrites sets Options.DirectIOWrites.
+func WithDirectIOWrites() Option { return func(o *Options) { o.DirectIOWrites = true } }
+
+// WithSkipmapIndex selects IndexSkipList.
+func WithSkipmapIndex() Option { return func(o *Options) { o.Index = IndexSkipList } }
+
+// WithWriteBufferSize sets Options.WriteBufferSize.
+func WithWriteBufferSize(n int64) Option { return func(o *Options) { o.WriteBufferSize = n } }
+
+// WithMaxInflightBatches sets Options.MaxInflightBatches.
+func WithMaxInflightBatches(n int) Option { return func(o *Options) { o.MaxInflightBatches = n } }
+
+// WithFlushInterval sets Options.FlushInterval.
+func WithFlushInterval(d time.Duration) Option { return func(o *Options) { o.FlushInterval = d } }
+
+// WithExpectedBlobs sets Options.ExpectedBlobs.
+func WithExpectedBlobs(n int64) Option { return func(o *Options) { o.ExpectedBlobs = n } }
+
+// withFS replaces the file system (tests inject faults through it).
+func withFS(fs vfs.FS) Option { return func(o *Options) { o.fs = fs } }

@@ -1,0 +1,539 @@
+package blobcache
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+)
+
+// smallRecord is the largest record read whole with one positioned read when a reader is
+// opened; larger blobs are streamed from the segment as the caller reads.
+const smallRecord = 1<<20 + record.HeaderSize + record.MaxKeyLen
+
+// streamChunk is how much of a large blob's value the first read brings in with its header.
+const streamChunk = 256 << 10
+
+// Reader streams one blob. It is what Get returns as an io.Reader; it also implements
+// io.WriterTo and io.Closer. Close (or reading to the end) returns its buffer and file reference;
+// a Reader dropped without either is cleaned up by the garbage collector.
+//
+// With verification on, the Read that delivers the last byte returns an error wrapping
+// ErrChecksumMismatch if the bytes do not match their stored checksums. A blob that was
+// overwritten or deleted while a large Reader streamed it makes Read fail with an error rather
+// than return bytes of another blob.
+type Reader struct {
+	c    *Cache
+	h    uint64
+	loc  index.Loc
+	size int64 // bytes this reader delivers in all
+
+	buf *[]byte // pooled buffer holding the record (or its start)
+	val []byte  // buffered value bytes not yet delivered
+
+	ref    *segRef // held while value bytes remain to be read from the file
+	off    int64   // file offset of the next unbuffered value byte
+	remain int64   // unbuffered value bytes left
+
+	verify   bool
+	crc      uint32 // running CRC-32C of the value
+	wantCRC  uint32
+	userHash hash.Hash32 // running custom checksum, when the record has one and it is not CRC-32C
+	wantSum  uint32
+
+	hasSum bool
+	sum    uint32
+	err    error
+}
+
+// segRef is a reader's reference on a segment, released once: by the reader at the end or on
+// Close, or by the cleanup registered for a reader dropped early.
+type segRef struct {
+	s        *segHandle
+	released atomic.Bool
+}
+
+func (r *segRef) release() {
+	if r != nil && !r.released.Swap(true) {
+		r.s.unref()
+	}
+}
+
+// Size is the number of bytes the reader delivers (the blob's size for Get).
+func (r *Reader) Size() int64 { return r.size }
+
+// Checksum returns the blob's stored checksum (see Options.Checksum), if it has one.
+func (r *Reader) Checksum() (uint32, bool) { return r.sum, r.hasSum }
+
+// Read implements io.Reader.
+func (r *Reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	if len(r.val) > 0 {
+		n = copy(p, r.val)
+		r.val = r.val[n:]
+	} else if r.remain > 0 {
+		want := int(min(int64(len(p)), r.remain))
+		m, err := r.ref.s.f.ReadAt(p[:want], r.off)
+		if err == nil && !r.c.stillAt(r.h, r.loc) {
+			err = fmt.Errorf("%w: blob was replaced while being read", ErrNotFound)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: segment %d ends inside a record at offset %d", ErrCorrupt, r.loc.Segment, r.off)
+			}
+			r.fail(err)
+			return 0, r.err
+		}
+		n = m
+		r.off += int64(m)
+		r.remain -= int64(m)
+	}
+	if r.verify {
+		r.crc = record.UpdateCRC(r.crc, p[:n])
+		if r.userHash != nil {
+			r.userHash.Write(p[:n])
+		}
+	}
+	if len(r.val) == 0 && r.remain == 0 {
+		r.finish()
+		return n, r.err
+	}
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written.
+func (r *Reader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	if r.err == nil && r.remain == 0 && len(r.val) > 0 && r.verify {
+		r.crc = record.UpdateCRC(r.crc, r.val)
+		if r.userHash != nil {
+			r.userHash.Write(r.val)
+		}
+		v := r.val
+		r.val = nil
+		r.finish()
+		if r.err != io.EOF {
+			return 0, r.err
+		}
+		n, err := w.Write(v)
+		return int64(n), err
+	}
+	var chunk []byte
+	for {
+		if len(r.val) > 0 && r.err == nil {
+			v := r.val
+			if r.verify {
+				r.crc = record.UpdateCRC(r.crc, v)
+				if r.userHash != nil {
+					r.userHash.Write(v)
+				}
+			}
+			r.val = nil
+			n, err := w.Write(v)
+			total += int64(n)
+			if err != nil {
+				r.Close()
+				return total, err
+			}
+			if r.remain == 0 {
+				r.finish()
+			}
+			continue
+		}
+		if r.err != nil {
+			if r.err == io.EOF {
+				return total, nil
+			}
+			return total, r.err
+		}
+		if chunk == nil {
+			chunk = make([]byte, streamChunk)
+		}
+		n, err := r.Read(chunk)
+		if n > 0 {
+			m, werr := w.Write(chunk[:n])
+			total += int64(m)
+			if werr != nil {
+				r.Close()
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// finish ends the reader after its last byte: checks checksums, releases resources.
+func (r *Reader) finish() {
+	r.err = io.EOF
+	if r.verify {
+		if r.crc != r.wantCRC {
+			r.err = fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
+				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.crc, r.wantCRC)
+		} else if r.userHash != nil && r.userHash.Sum32() != r.wantSum {
+			r.err = fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
+				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.userHash.Sum32(), r.wantSum)
+		}
+		if r.err != io.EOF {
+			r.c.stats.corrupt.Add(1)
+		}
+	}
+	r.release()
+}
+
+func (r *Reader) fail(err error) {
+	r.err = err
+	r.release()
+}
+
+func (r *Reader) release() {
+	r.val = nil
+	if r.buf != nil {
+		putBuf(r.buf)
+		r.buf = nil
+	}
+	r.ref.release()
+}
+
+// Close releases the reader's buffer and file reference. Reads after Close return io.EOF if
+// the blob was read to the end, or ErrClosed.
+func (r *Reader) Close() error {
+	if r.err == nil {
+		r.err = ErrClosed
+	}
+	r.release()
+	return nil
+}
+
+// Get returns a reader of the blob stored under key, or false if the cache does not hold it.
+// A miss that the bloom filter rejects costs no I/O and no allocation; a hit of a blob up to
+// 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read.
+func (c *Cache) Get(key []byte) (io.Reader, bool) {
+	r, ok := c.get(key, 0, -1)
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
+
+// GetRange is Get for the bytes [off, off+n) of the blob (n < 0: to the end). The range is
+// clamped to the blob. Verification applies only when the range is the whole blob; the header
+// and key are always checked.
+func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
+	if off < 0 {
+		return nil, false
+	}
+	return c.get(key, off, n)
+}
+
+func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
+	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
+		return nil, false
+	}
+	h := record.KeyHash(key)
+	st := c.stats.stripe(h)
+	if !c.bloom.Load().Test(h) {
+		st.bloomRejects.Add(1)
+		st.misses.Add(1)
+		return nil, false
+	}
+	if v, ok := c.w.lookup(h, key, true); ok {
+		if v.Kind != record.KindPut {
+			st.misses.Add(1)
+			return nil, false
+		}
+		st.hits.Add(1)
+		return c.memReader(v, off, n), true
+	}
+	for range 3 {
+		loc, ok := c.idx.Get(h)
+		if !ok {
+			st.falsePositives.Add(1)
+			st.misses.Add(1)
+			return nil, false
+		}
+		r, res := c.open(h, key, loc, off, n)
+		switch res {
+		case openHit:
+			st.hits.Add(1)
+			return r, true
+		case openMiss:
+			st.misses.Add(1)
+			return nil, false
+		}
+		// openRetry: the index changed under the read; look again.
+	}
+	st.misses.Add(1)
+	return nil, false
+}
+
+func (c *Cache) memReader(v batch.Value, off, n int64) *Reader {
+	off = min(off, int64(len(v.Value)))
+	end := int64(len(v.Value))
+	if n >= 0 {
+		end = min(end, off+n)
+	}
+	return &Reader{c: c, val: v.Value[off:end], size: end - off, hasSum: v.Flags&record.FlagHasChecksum != 0, sum: v.Sum}
+}
+
+type openResult int
+
+const (
+	openHit openResult = iota
+	openMiss
+	openRetry
+)
+
+// stillAt reports whether the index still maps h to loc. A read that found its bytes and then
+// sees the same location knows they were not freed (and punched out) before it read them.
+func (c *Cache) stillAt(h uint64, loc index.Loc) bool {
+	now, ok := c.idx.Get(h)
+	return ok && now == loc
+}
+
+// open reads the record at loc and builds a reader for value bytes [off, off+n).
+func (c *Cache) open(h uint64, key []byte, loc index.Loc, off, n int64) (*Reader, openResult) {
+	s := c.segs.acquire(loc.Segment)
+	if s == nil {
+		return nil, openRetry
+	}
+	hk := int64(record.HeaderSize + len(key))
+	vlen := int64(loc.Length) - hk
+	if vlen < 0 {
+		s.unref()
+		return nil, openMiss // a record of another, shorter key with the same hash
+	}
+	off = min(off, vlen)
+	end := vlen
+	if n >= 0 {
+		end = min(vlen, off+n)
+	}
+	whole := off == 0 && end == vlen
+	// What the first read brings in: the whole record when small, else header and key plus the
+	// start of the range.
+	first := int64(loc.Length)
+	if first > smallRecord {
+		first = hk
+		if off == 0 {
+			first = hk + min(end, streamChunk)
+		}
+	}
+	buf := getBuf(int(first))
+	b := *buf
+	if _, err := s.f.ReadAt(b, int64(loc.Offset)); err != nil {
+		s.unref()
+		putBuf(buf)
+		if !c.stillAt(h, loc) {
+			return nil, openRetry
+		}
+		c.stats.readErrors.Add(1)
+		// An I/O error on a hit is the reader's to report.
+		return &Reader{c: c, err: fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)}, openHit
+	}
+	if !c.stillAt(h, loc) {
+		s.unref()
+		putBuf(buf)
+		return nil, openRetry
+	}
+	hdr, k, err := record.Decode(b)
+	if err == nil && hdr.Kind == record.KindPut && int64(hdr.ValueLen) != vlen && string(k) == string(key) {
+		err = fmt.Errorf("%w: value length %d, index says %d", record.ErrBadLength, hdr.ValueLen, vlen)
+	}
+	if err != nil || hdr.Kind != record.KindPut {
+		s.unref()
+		putBuf(buf)
+		c.stats.corrupt.Add(1)
+		c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, loc.Segment, loc.Offset, err))
+		return nil, openMiss
+	}
+	if string(k) != string(key) {
+		s.unref()
+		putBuf(buf)
+		return nil, openMiss // hash collision: another key's record
+	}
+	r := &Reader{
+		c: c, h: h, loc: loc, size: end - off, buf: buf,
+		hasSum: hdr.Flags&record.FlagHasChecksum != 0, sum: hdr.Sum,
+	}
+	if c.opts.VerifyOnRead && whole {
+		r.verify = true
+		r.wantCRC = hdr.ValueCRC
+		if r.hasSum && c.opts.ChecksumHash != nil {
+			r.userHash = c.opts.ChecksumHash()
+			r.wantSum = hdr.Sum
+		}
+	}
+	bufEnd := int64(len(b)) - hk // value bytes in buf
+	if off < bufEnd {
+		r.val = b[hk+off : hk+min(end, bufEnd)]
+	}
+	if end > bufEnd {
+		r.off = int64(loc.Offset) + hk + max(off, bufEnd)
+		r.remain = end - max(off, bufEnd)
+		r.ref = &segRef{s: s}
+		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
+	} else {
+		s.unref()
+	}
+	if r.size == 0 {
+		r.finish()
+	}
+	return r, openHit
+}
+
+// ReadAt reads the bytes [off, off+len(p)) of the blob stored under key into p, without
+// allocating. It returns ErrNotFound for a missing key, and io.EOF with the bytes that exist
+// when the blob ends before p is full. Checksums are verified (with VerifyOnRead) when p covers
+// the whole blob.
+func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return 0, ErrInvalidKey
+	}
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("blobcache: negative offset %d", off)
+	}
+	h := record.KeyHash(key)
+	st := c.stats.stripe(h)
+	if !c.bloom.Load().Test(h) {
+		st.bloomRejects.Add(1)
+		st.misses.Add(1)
+		return 0, ErrNotFound
+	}
+	if _, ok := c.w.lookup(h, key, false); ok {
+		// Still in the write buffer: rare, so the allocating path is fine.
+		r, ok := c.get(key, off, int64(len(p)))
+		if !ok {
+			return 0, ErrNotFound
+		}
+		return readFull(r, p)
+	}
+	for range 3 {
+		loc, ok := c.idx.Get(h)
+		if !ok {
+			st.falsePositives.Add(1)
+			st.misses.Add(1)
+			return 0, ErrNotFound
+		}
+		n, res, err := c.readAt(h, key, loc, p, off)
+		switch res {
+		case openHit:
+			st.hits.Add(1)
+			return n, err
+		case openMiss:
+			st.misses.Add(1)
+			return 0, ErrNotFound
+		}
+	}
+	st.misses.Add(1)
+	return 0, ErrNotFound
+}
+
+// readScratch is the pooled header-and-key buffer and iovec array of ReadAt.
+type readScratch struct {
+	hk  [record.HeaderSize + record.MaxKeyLen]byte
+	iov [2][]byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(readScratch) }}
+
+func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64) (int, openResult, error) {
+	hk := record.HeaderSize + len(key)
+	vlen := int64(loc.Length) - int64(hk)
+	if vlen < 0 {
+		return 0, openMiss, nil
+	}
+	s := c.segs.acquire(loc.Segment)
+	if s == nil {
+		return 0, openRetry, nil
+	}
+	defer s.unref()
+	sc := scratchPool.Get().(*readScratch)
+	defer func() { sc.iov = [2][]byte{}; scratchPool.Put(sc) }()
+	want := p
+	if off >= vlen {
+		want = p[:0]
+	} else if int64(len(p)) > vlen-off {
+		want = p[:vlen-off]
+	}
+	var err error
+	if off == 0 {
+		sc.iov[0], sc.iov[1] = sc.hk[:hk], want
+		_, err = s.f.ReadvAt(sc.iov[:], int64(loc.Offset))
+	} else {
+		if _, err = s.f.ReadAt(sc.hk[:hk], int64(loc.Offset)); err == nil && len(want) > 0 {
+			_, err = s.f.ReadAt(want, int64(loc.Offset)+int64(hk)+off)
+		}
+	}
+	if !c.stillAt(h, loc) {
+		return 0, openRetry, nil
+	}
+	if err != nil {
+		c.stats.readErrors.Add(1)
+		return 0, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)
+	}
+	hdr, k, derr := record.Decode(sc.hk[:hk])
+	if derr == nil && hdr.Kind == record.KindPut && string(k) == string(key) && int64(hdr.ValueLen) != vlen {
+		derr = record.ErrBadLength
+	}
+	if derr != nil || hdr.Kind != record.KindPut {
+		c.stats.corrupt.Add(1)
+		c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, loc.Segment, loc.Offset, derr))
+		return 0, openMiss, nil
+	}
+	if string(k) != string(key) {
+		return 0, openMiss, nil
+	}
+	if c.opts.VerifyOnRead && off == 0 && int64(len(want)) == vlen {
+		if got := record.CRC(want); got != hdr.ValueCRC {
+			c.stats.corrupt.Add(1)
+			return 0, openHit, fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
+				ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.ValueCRC)
+		}
+		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
+			hh := c.opts.ChecksumHash()
+			hh.Write(want)
+			if got := hh.Sum32(); got != hdr.Sum {
+				c.stats.corrupt.Add(1)
+				return 0, openHit, fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
+					ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.Sum)
+			}
+		}
+	}
+	if len(want) < len(p) {
+		return len(want), openHit, io.EOF
+	}
+	return len(want), openHit, nil
+}
+
+// readFull reads r into p like io.ReadFull, but reports a short blob as io.EOF.
+func readFull(r *Reader, p []byte) (int, error) {
+	n, err := io.ReadFull(r, p)
+	r.Close()
+	switch {
+	case err == io.ErrUnexpectedEOF || (err == io.EOF && len(p) > 0):
+		return n, io.EOF
+	case err != nil:
+		return n, err
+	}
+	return n, nil
+}

@@ -1,0 +1,148 @@
+package blobcache
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// recover rebuilds the index from the segments on disk, oldest first, and returns the stamp
+// that says which state of the data a saved bloom filter must describe to be trusted.
+//
+// A sealed segment contributes its footer (the Bitcask "hint"): no blob is read. A segment
+// without a valid footer (the active one at a crash, or one whose footer is damaged) is scanned
+// record by record; the scan stops at the first record that fails its checks, the file is cut
+// back there and sealed with a new footer. Files in segments/ that are not segments are removed.
+func (c *Cache) recover() (bloom.Stamp, error) {
+	fs := c.opts.fs
+	ents, err := fs.ReadDir(c.segDir)
+	if err != nil {
+		return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", c.segDir, err)
+	}
+	var ids []uint32
+	for _, e := range ents {
+		if id, ok := segment.ParseFileName(e.Name()); ok && !e.IsDir() {
+			ids = append(ids, id)
+			continue
+		}
+		c.removeOrphan(filepath.Join(c.segDir, e.Name()))
+	}
+	c.removeTemps()
+	slices.Sort(ids)
+	var last *segHandle
+	for _, id := range ids {
+		s, err := c.recoverSegment(id)
+		if err != nil {
+			return bloom.Stamp{}, err
+		}
+		if s == nil {
+			continue
+		}
+		c.segs.mu.Lock()
+		c.segs.add(s)
+		c.segs.mu.Unlock()
+		last = s
+	}
+	if len(ids) > 0 {
+		c.nextSegmentID.Store(ids[len(ids)-1])
+	}
+	stamp := bloom.Stamp{identityVersion, uint64(c.idx.Len())}
+	if last != nil {
+		stamp[2] = uint64(last.id)
+		stamp[3] = uint64(last.dataEnd)
+	}
+	return stamp, nil
+}
+
+// recoverSegment opens segment id, loads its records into the index and returns its handle, or
+// nil if the file is not a usable segment (it is then removed).
+func (c *Cache) recoverSegment(id uint32) (*segHandle, error) {
+	fs := c.opts.fs
+	path := filepath.Join(c.segDir, segment.FileName(id))
+	f, size, err := segment.Open(fs, c.segDir, id)
+	if err != nil {
+		if isCorrupt(err) {
+			// A segment whose header never made it to disk (a crash right after create) or
+			// whose header is damaged holds nothing we can trust.
+			c.stats.corrupt.Add(1)
+			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
+			c.removeOrphan(path)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("blobcache: open %s: %w", path, err)
+	}
+	entries, dataEnd, err := segment.ReadFooter(f, size)
+	if err != nil {
+		if !errors.Is(err, record.ErrNoFooter) && !isCorrupt(err) {
+			f.Close()
+			return nil, fmt.Errorf("blobcache: read footer of %s: %w", path, err)
+		}
+		entries = entries[:0]
+		res := segment.Scan(f, size, func(e record.Entry, _ record.Header, _ []byte) error {
+			entries = append(entries, e)
+			return nil
+		})
+		switch {
+		case res.Torn:
+			c.stats.tornTails.Add(1)
+		case res.Err != nil:
+			c.stats.corrupt.Add(1)
+			c.noteCorruption(fmt.Errorf("%w: %w", ErrCorrupt, res.Err))
+		}
+		if _, err := segment.WriteFooter(f, entries, res.End, c.opts.Fsync); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("blobcache: seal recovered segment %s: %w", path, err)
+		}
+		dataEnd = res.End
+	}
+	s := &segHandle{id: id, f: f, dataEnd: dataEnd}
+	s.refs.Store(1)
+	s.sealed.Store(true)
+	if fi, err := f.Stat(); err == nil {
+		s.disk.Store(vfs.AllocatedBytes(fi))
+	}
+	c.diskBytes.Add(s.disk.Load())
+	for _, e := range entries {
+		switch e.Kind {
+		case record.KindPut:
+			c.idx.Put(e.Hash, index.Loc{Segment: id, Offset: e.Offset, Length: e.Length})
+		case record.KindDelete:
+			c.idx.Delete(e.Hash)
+		}
+	}
+	return s, nil
+}
+
+func isCorrupt(err error) bool {
+	return errors.Is(err, segment.ErrCorrupt) || errors.Is(err, record.ErrBadMagic) ||
+		errors.Is(err, record.ErrBadKind) || errors.Is(err, record.ErrBadLength) ||
+		errors.Is(err, record.ErrHeaderChecksum)
+}
+
+// removeOrphan removes a stray file or directory from the cache's directories.
+func (c *Cache) removeOrphan(path string) {
+	if err := c.opts.fs.Remove(path); err == nil {
+		c.stats.orphans.Add(1)
+	}
+}
+
+// removeTemps removes temporary files left by an interrupted atomic replace.
+func (c *Cache) removeTemps() {
+	ents, err := c.opts.fs.ReadDir(c.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			c.removeOrphan(filepath.Join(c.dir, e.Name()))
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package blobcache
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// segHandle is one live segment file and the open descriptor readers pread from.
+//
+// refs counts the owner (the segment table, one reference while the segment is live) plus one
+// per reader in progress. The descriptor is closed when refs reaches zero, which happens only
+// after the segment was evicted (and its file removed), so an evicted segment's space is freed
+// as soon as its last reader is done.
+type segHandle struct {
+	id   uint32
+	f    vfs.File
+	refs atomic.Int64
+
+	// active is the writer of an unsealed segment; nil once sealed or for segments recovered on
+	// open. Only the commit goroutine seals.
+	active *segment.Active
+	sealed atomic.Bool
+	// disk is the space this segment counts toward Stats.DiskBytes.
+	disk atomic.Int64
+
+	// footer collects the entries of committed records of an active segment, in order; the
+	// commit goroutine owns it.
+	footer  []record.Entry
+	dataEnd int64
+
+	mu struct {
+		sync.Mutex
+		// punches are ranges freed by overwrites and deletes, punched out once no reader that
+		// started before the free can still be reading them (refs drops to the owner's alone).
+		punches [][2]int64
+	}
+}
+
+// tryRef takes a reader reference; false if the segment is being closed.
+func (s *segHandle) tryRef() bool {
+	for {
+		r := s.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// unref drops a reference, closing the descriptor after the last one.
+func (s *segHandle) unref() {
+	if s.refs.Add(-1) == 0 {
+		if s.active != nil {
+			_ = s.active.Close()
+		} else {
+			_ = s.f.Close()
+		}
+	}
+}
+
+// segTable is an immutable snapshot of the live segments: list[i] has id first+i (nil where a
+// segment is missing). Segment ids only grow and eviction removes the oldest, so live ids are a
+// dense range and lookup is an index.
+type segTable struct {
+	first uint32
+	list  []*segHandle
+}
+
+func (t *segTable) get(id uint32) *segHandle {
+	i := int64(id) - int64(t.first)
+	if i < 0 || i >= int64(len(t.list)) {
+		return nil
+	}
+	return t.list[i]
+}
+
+// oldest returns the first live segment, or nil.
+func (t *segTable) oldest() *segHandle {
+	for _, s := range t.list {
+		if s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// segments is the set of live segments. Readers load the snapshot without locking; changes are
+// serialized by mu and publish a new snapshot.
+type segments struct {
+	mu    sync.Mutex
+	table atomic.Pointer[segTable]
+}
+
+// acquire returns segment id with a reader reference, or nil if it is not live.
+func (ss *segments) acquire(id uint32) *segHandle {
+	s := ss.table.Load().get(id)
+	if s == nil || !s.tryRef() {
+		return nil
+	}
+	return s
+}
+
+// add publishes a new segment with the next id. The caller holds ss.mu.
+func (ss *segments) add(s *segHandle) {
+	t := ss.table.Load()
+	nt := &segTable{first: t.first, list: make([]*segHandle, 0, len(t.list)+1)}
+	if len(t.list) == 0 {
+		nt.first = s.id
+	}
+	nt.list = append(nt.list, t.list...)
+	for uint32(len(nt.list))+nt.first < s.id {
+		nt.list = append(nt.list, nil)
+	}
+	nt.list = append(nt.list, s)
+	ss.table.Store(nt)
+}
+
+// remove unpublishes segment s. The caller holds ss.mu.
+func (ss *segments) remove(s *segHandle) {
+	t := ss.table.Load()
+	nt := &segTable{first: t.first, list: append([]*segHandle(nil), t.list...)}
+	if i := int64(s.id) - int64(t.first); i >= 0 && i < int64(len(nt.list)) {
+		nt.list[i] = nil
+	}
+	for len(nt.list) > 0 && nt.list[0] == nil {
+		nt.list = nt.list[1:]
+		nt.first++
+	}
+	ss.table.Store(nt)
+}
+
+// all returns the live segments, oldest first.
+func (ss *segments) all() []*segHandle {
+	t := ss.table.Load()
+	out := make([]*segHandle, 0, len(t.list))
+	for _, s := range t.list {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}

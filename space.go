@@ -1,0 +1,156 @@
+package blobcache
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// Disk space is tracked with counters, never by scanning the index: each segment knows the
+// space it takes (its preallocated size while active, its file size once sealed, less what was
+// punched out), and Cache.diskBytes is their sum.
+
+// seal writes the footer of segment s, whose records end at dataEnd. It runs on the commit
+// goroutine after every batch placed in s is committed.
+func (c *Cache) seal(s *segHandle, dataEnd int64) {
+	size, err := s.active.Seal(s.footer, dataEnd)
+	s.footer = nil
+	s.dataEnd = dataEnd
+	s.sealed.Store(true)
+	if err != nil {
+		// The segment stays readable; on the next open it is recovered by scanning.
+		c.stats.flushErrors.Add(1)
+		c.noteCorruption(fmt.Errorf("blobcache: seal segment %d: %w", s.id, err))
+		return
+	}
+	if fi, err := s.f.Stat(); err == nil {
+		size = vfs.AllocatedBytes(fi)
+	}
+	c.diskBytes.Add(size - s.disk.Swap(size))
+	c.reclaim()
+}
+
+// evict removes the oldest sealed segments, whole, until the disk space is at most limit.
+func (c *Cache) evict(limit int64) {
+	c.segs.mu.Lock()
+	defer c.segs.mu.Unlock()
+	for c.diskBytes.Load() > limit {
+		s := c.segs.table.Load().oldest()
+		if s == nil || !s.sealed.Load() {
+			return
+		}
+		c.evictSegment(s)
+	}
+}
+
+// evictSegment drops every index entry that points into s, unpublishes s and removes its file.
+// Readers holding a reference keep reading the unlinked file; its space is freed when the last
+// of them is done. The caller holds c.segs.mu.
+func (c *Cache) evictSegment(s *segHandle) {
+	hashes, err := c.segmentHashes(s)
+	if err != nil {
+		// No footer to read: find the entries the slow way.
+		c.noteCorruption(fmt.Errorf("blobcache: evict segment %d: %w", s.id, err))
+		hashes = hashes[:0]
+		c.idx.Range(func(h uint64, loc index.Loc) bool {
+			if loc.Segment == s.id {
+				hashes = append(hashes, h)
+			}
+			return true
+		})
+	}
+	for _, h := range hashes {
+		c.idx.DeleteIf(h, s.id)
+	}
+	c.segs.remove(s)
+	path := filepath.Join(c.segDir, segment.FileName(s.id))
+	if err := c.opts.fs.Remove(path); err == nil && c.opts.Fsync {
+		_ = c.opts.fs.SyncDir(c.segDir)
+	}
+	disk := s.disk.Load()
+	c.diskBytes.Add(-disk)
+	c.stats.evictions.Add(1)
+	c.stats.evictedBytes.Add(uint64(disk))
+	s.unref()
+}
+
+// segmentHashes lists the key hashes of the puts in sealed segment s, from its footer.
+func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	entries, _, err := segment.ReadFooter(s.f, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	hashes := make([]uint64, 0, len(entries))
+	for _, e := range entries {
+		if e.Kind == record.KindPut {
+			hashes = append(hashes, e.Hash)
+		}
+	}
+	return hashes, nil
+}
+
+// freeRecord notes that the record at loc is no longer referenced (overwritten or deleted) and
+// queues the whole blocks inside it to be punched out.
+func (c *Cache) freeRecord(loc index.Loc) {
+	// The header and key stay, so a scan of the segment (when its footer is damaged) can
+	// still step over the record.
+	start := alignUp(int64(loc.Offset)+record.HeaderSize+record.MaxKeyLen, vfs.DirectIOAlignment)
+	end := alignDown(int64(loc.Offset)+int64(loc.Length), vfs.DirectIOAlignment)
+	if end <= start {
+		return
+	}
+	s := c.segs.table.Load().get(loc.Segment)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.mu.punches = append(s.mu.punches, [2]int64{start, end - start})
+	s.mu.Unlock()
+	c.reclaimMu.Lock()
+	c.toReclaim[s] = struct{}{}
+	c.reclaimMu.Unlock()
+}
+
+// reclaim punches out the freed ranges of segments that no reader holds. A reader that found a
+// location before it was freed either still holds its segment reference (and the punch waits) or
+// re-checks the index after its read and retries (see Cache.stillAt), so no reader ever returns
+// punched-out bytes.
+func (c *Cache) reclaim() {
+	c.reclaimMu.Lock()
+	defer c.reclaimMu.Unlock()
+	for s := range c.toReclaim {
+		if s.refs.Load() != 1 || !s.sealed.Load() {
+			// Readers in progress (or the segment is gone, refs 0); or the segment is still
+			// active, and a crash would have recovery scan it.
+			continue
+		}
+		s.mu.Lock()
+		punches := s.mu.punches
+		s.mu.punches = nil
+		s.mu.Unlock()
+		delete(c.toReclaim, s)
+		if !s.tryRef() {
+			continue
+		}
+		for _, p := range punches {
+			if err := s.f.PunchHole(p[0], p[1]); err != nil {
+				break // unsupported or failing: the space comes back on eviction
+			}
+			s.disk.Add(-p[1])
+			c.diskBytes.Add(-p[1])
+			c.stats.punchedBytes.Add(uint64(p[1]))
+		}
+		s.unref()
+	}
+}
+
+func alignUp(n, a int64) int64   { return (n + a - 1) / a * a }
+func alignDown(n, a int64) int64 { return n / a * a }

@@ -1,0 +1,75 @@
+package blobcache
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestEvictionFIFO(t *testing.T) {
+	const seg = 2 << 20
+	dir := t.TempDir()
+	opts := small(WithMaxSize(4 * seg))
+	c := open(t, dir, opts...)
+	const n = 1200 // ~12 MiB of 10 KiB blobs: three times MaxSize
+	for i := range n {
+		k := fmt.Sprintf("k%05d", i)
+		if err := c.Put([]byte(k), value(k, 0, 10<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if d := c.Stats().DiskBytes; d > 5*seg {
+			t.Fatalf("after %d puts disk is %d bytes, over MaxSize plus one segment (%d)", i, d, 5*seg)
+		}
+	}
+	c.Drain()
+	st := c.Stats()
+	if st.Evictions == 0 {
+		t.Fatal("nothing was evicted")
+	}
+	// FIFO: every blob that is still there is newer than every one that is gone, and every hit
+	// is the right value.
+	firstHit := -1
+	for i := range n {
+		k := fmt.Sprintf("k%05d", i)
+		r, ok := c.Get([]byte(k))
+		if !ok {
+			if firstHit >= 0 {
+				t.Fatalf("%s missing after %d was present: not FIFO", k, firstHit)
+			}
+			continue
+		}
+		r.(*Reader).Close()
+		if firstHit < 0 {
+			firstHit = i
+		}
+		expect(t, c, k, value(k, 0, 10<<10))
+	}
+	if firstHit <= 0 || firstHit > n*3/4 {
+		t.Fatalf("first surviving blob %d of %d", firstHit, n)
+	}
+	t.Logf("evictions %d, disk %d, first survivor %d", st.Evictions, st.DiskBytes, firstHit)
+	c.Close()
+	c = open(t, dir, opts...)
+	defer c.Close()
+	if d := c.Stats().DiskBytes; d > 5*seg {
+		t.Fatalf("after reopen disk is %d", d)
+	}
+	expect(t, c, fmt.Sprintf("k%05d", n-1), value(fmt.Sprintf("k%05d", n-1), 0, 10<<10))
+}
+
+func TestOverwriteFreesSpace(t *testing.T) {
+	c := open(t, t.TempDir(), small()...)
+	defer c.Close()
+	// 120 overwrites of 40 KiB fill two 2 MiB segments; the freed records of the sealed ones
+	// are punched out (whole blocks past the header and key).
+	for v := range 120 {
+		if err := c.Put([]byte("k"), value("k", v, 40<<10)); err != nil {
+			t.Fatal(err)
+		}
+		c.Drain()
+	}
+	st := c.Stats()
+	if st.PunchedBytes < 40*28<<10 {
+		t.Fatalf("punched %d bytes after 119 overwrites of 40 KiB", st.PunchedBytes)
+	}
+	expect(t, c, "k", value("k", 119, 40<<10))
+}

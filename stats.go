@@ -1,0 +1,105 @@
+package blobcache
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of the cache's counters and sizes.
+type Stats struct {
+	Blobs        int64 // blobs in the index (excludes the write buffer)
+	Segments     int   // live segment files
+	DiskBytes    int64 // disk space of the segments (allocated bytes; holes excluded)
+	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
+
+	Hits                uint64
+	Misses              uint64
+	BloomRejects        uint64 // misses answered by the bloom filter alone
+	BloomFalsePositives uint64 // misses the filter let through to the index
+	Puts                uint64
+	Deletes             uint64
+	PutWaits            uint64 // times a Put waited for a write buffer (backpressure)
+
+	Flushes       uint64        // batches written
+	FlushedBytes  uint64        // bytes of batches written
+	FlushTime     time.Duration // total time flush workers spent writing
+	FlushErrors   uint64
+	ReadErrors    uint64
+	Evictions     uint64 // segments evicted
+	EvictedBytes  uint64
+	PunchedBytes  uint64 // space returned by punching out overwritten and deleted records
+	CorruptRecord uint64 // records that failed a check on read or recovery
+	TornTails     uint64 // segments whose unfinished tail was cut back on open
+	Orphans       uint64 // stray files removed
+
+	IndexBytes     int64   // memory of the index
+	BloomBytes     int64   // memory of the bloom filter
+	BloomFill      float64 // fraction of filter bits set
+	BloomFPR       float64 // estimated false-positive rate of the filter
+	BloomRebuilds  uint64
+	LastCorruption string // the last corruption seen, with file and offset
+}
+
+// counterStripe holds hot per-operation counters; Get picks a stripe from the key hash, so
+// concurrent readers mostly touch different cache lines.
+type counterStripe struct {
+	hits, misses, bloomRejects, falsePositives atomic.Uint64
+	_                                          [32]byte
+}
+
+const numStripes = 8
+
+type counters struct {
+	stripes [numStripes]counterStripe
+
+	puts, deletes, putWaits               atomic.Uint64
+	flushes, flushedBytes, flushNanos     atomic.Uint64
+	flushErrors, readErrors               atomic.Uint64
+	evictions, evictedBytes, punchedBytes atomic.Uint64
+	corrupt, tornTails, orphans, rebuilds atomic.Uint64
+}
+
+func (c *counters) stripe(h uint64) *counterStripe { return &c.stripes[h&(numStripes-1)] }
+
+// Stats returns a snapshot of the cache's counters.
+func (c *Cache) Stats() Stats {
+	s := Stats{
+		Blobs:         int64(c.idx.Len()),
+		DiskBytes:     c.diskBytes.Load(),
+		Puts:          c.stats.puts.Load(),
+		Deletes:       c.stats.deletes.Load(),
+		PutWaits:      c.stats.putWaits.Load(),
+		Flushes:       c.stats.flushes.Load(),
+		FlushedBytes:  c.stats.flushedBytes.Load(),
+		FlushTime:     time.Duration(c.stats.flushNanos.Load()),
+		FlushErrors:   c.stats.flushErrors.Load(),
+		ReadErrors:    c.stats.readErrors.Load(),
+		Evictions:     c.stats.evictions.Load(),
+		EvictedBytes:  c.stats.evictedBytes.Load(),
+		PunchedBytes:  c.stats.punchedBytes.Load(),
+		CorruptRecord: c.stats.corrupt.Load(),
+		TornTails:     c.stats.tornTails.Load(),
+		Orphans:       c.stats.orphans.Load(),
+		IndexBytes:    c.idx.MemoryBytes(),
+		BloomRebuilds: c.stats.rebuilds.Load(),
+	}
+	for i := range c.stats.stripes {
+		st := &c.stats.stripes[i]
+		s.Hits += st.hits.Load()
+		s.Misses += st.misses.Load()
+		s.BloomRejects += st.bloomRejects.Load()
+		s.BloomFalsePositives += st.falsePositives.Load()
+	}
+	s.Segments = len(c.segs.all())
+	if c.w != nil {
+		s.PendingBytes = c.w.pendingBytes()
+	}
+	f := c.bloom.Load()
+	s.BloomBytes = f.Bytes()
+	s.BloomFill = f.FillRatio()
+	s.BloomFPR = f.EstimatedFPR()
+	if e := c.lastCorruption.Load(); e != nil {
+		s.LastCorruption = *e
+	}
+	return s
+}

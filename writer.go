@@ -1,0 +1,396 @@
+package blobcache
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+)
+
+// The write pipeline: Put appends a record to the open batch under writer.mu. A full batch (or
+// one older than FlushInterval, or any batch on Drain) is cut: it is placed at the end of the
+// active segment and handed to one of MaxInflightBatches flush workers, which write batches in
+// parallel at their disjoint offsets. One commit goroutine then applies finished batches strictly
+// in cut order: index updates, footer entries, reclaiming overwritten records, recycling the
+// batch. In-order commit is what makes "the later Put wins" and "a Delete wins over the Put
+// before it" hold even though batches are written out of order.
+//
+// Backpressure: at most MaxInflightBatches+1 batches exist (one open, the rest in flight). A Put
+// that needs a batch when all are in flight waits on writer.cond until the commit goroutine
+// recycles one.
+
+// flushJob is one unit of the ordered pipeline: a batch to write, or a segment to seal once
+// every batch placed in it before is committed.
+type flushJob struct {
+	seq    uint64
+	b      *batch.Batch
+	seg    *segHandle
+	base   int64 // offset of the batch in the segment
+	bufs   [][]byte
+	length int64
+	seal   bool // seal seg (no batch)
+	err    error
+}
+
+type writer struct {
+	c *Cache
+
+	mu   sync.Mutex
+	cond *sync.Cond // broadcast when a batch is recycled or the writer closes
+	// Fields below are guarded by mu.
+	open      *batch.Batch
+	openSince time.Time
+	free      []*batch.Batch
+	allocated int
+	closed    bool
+	failErr   error // a flush error not yet reported to a caller
+	nextSeq   uint64
+	active    *segHandle // segment that new batches are placed in
+	activeEnd int64      // where the next batch goes in active
+	footerLen int64      // footer bytes active will need for what is placed in it
+
+	// live lists the open and in-flight batches, newest first, for read-your-writes lookups.
+	// Replaced (copy on write) under mu; read without locks.
+	live atomic.Pointer[[]*batch.Batch]
+
+	toWrite chan *flushJob
+	done    chan *flushJob
+
+	commitMu   sync.Mutex
+	commitCond *sync.Cond
+	committed  uint64 // highest seq committed, guarded by commitMu
+
+	workers sync.WaitGroup // flush workers
+	wg      sync.WaitGroup // commit loop and ticker
+	stop    chan struct{}
+}
+
+func newWriter(c *Cache) *writer {
+	n := c.opts.MaxInflightBatches
+	w := &writer{
+		c:       c,
+		toWrite: make(chan *flushJob, 2*n+8),
+		done:    make(chan *flushJob, 2*n+8),
+		stop:    make(chan struct{}),
+	}
+	w.cond = sync.NewCond(&w.mu)
+	w.commitCond = sync.NewCond(&w.commitMu)
+	w.live.Store(new([]*batch.Batch))
+	for range n {
+		w.workers.Add(1)
+		go w.flushWorker()
+	}
+	w.wg.Add(2)
+	go w.commitLoop()
+	go w.ticker()
+	return w
+}
+
+// append adds one record to the open batch, cutting and waiting for a batch as needed.
+func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool) error {
+	n := hdr.Len()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failErr != nil {
+		err := w.failErr
+		w.failErr = nil
+		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	for {
+		b, err := w.openBatch()
+		if err != nil {
+			return err
+		}
+		if b.Fits(n) {
+			b.Append(h, hdr, key, value, copyValue)
+			if !b.Fits(record.HeaderSize + 64) {
+				return w.cut()
+			}
+			return nil
+		}
+		if err := w.cut(); err != nil {
+			return err
+		}
+	}
+}
+
+// openBatch returns the open batch, taking a free one (or waiting for one) if there is none.
+// The caller holds mu.
+func (w *writer) openBatch() (*batch.Batch, error) {
+	for w.open == nil {
+		if w.closed {
+			return nil, ErrClosed
+		}
+		var b *batch.Batch
+		switch {
+		case len(w.free) > 0:
+			b = w.free[len(w.free)-1]
+			w.free = w.free[:len(w.free)-1]
+		case w.allocated < w.c.opts.MaxInflightBatches+1:
+			b = batch.New(w.c.opts.WriteBufferSize, w.c.opts.DirectIOWrites)
+			w.allocated++
+		default:
+			w.c.stats.putWaits.Add(1)
+			w.cond.Wait()
+			continue
+		}
+		w.open = b
+		w.openSince = time.Now()
+		old := *w.live.Load()
+		nl := make([]*batch.Batch, 0, len(old)+1)
+		nl = append(append(nl, b), old...)
+		w.live.Store(&nl)
+	}
+	return w.open, nil
+}
+
+// cut seals the open batch, places it in the active segment (rotating to a new segment when it
+// does not fit) and queues it for a flush worker. The caller holds mu.
+func (w *writer) cut() error {
+	b := w.open
+	if b == nil || b.Len() == 0 {
+		return nil
+	}
+	w.open = nil
+	bufs, n := b.Seal()
+	footer := int64(b.Len()) * record.EntrySize
+	if w.active == nil || w.activeEnd+n+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
+		if err := w.rotate(); err != nil {
+			w.dropLive(b)
+			w.recycle(b)
+			w.c.stats.flushErrors.Add(1)
+			return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+		}
+	}
+	w.nextSeq++
+	job := &flushJob{seq: w.nextSeq, b: b, seg: w.active, base: w.activeEnd, bufs: bufs, length: n}
+	w.activeEnd += n
+	w.footerLen += footer
+	w.toWrite <- job
+	return nil
+}
+
+// rotate queues the seal of the active segment, makes room under MaxSize and creates the next
+// segment. The caller holds mu.
+func (w *writer) rotate() error {
+	if w.active != nil {
+		w.nextSeq++
+		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+		w.active = nil
+	}
+	c := w.c
+	if c.opts.MaxSize > 0 {
+		c.evict(c.opts.MaxSize - c.opts.SegmentSize)
+	}
+	id := c.nextSegmentID.Add(1)
+	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
+		segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
+	if err != nil {
+		return err
+	}
+	s := &segHandle{id: id, f: a.File(), active: a}
+	s.refs.Store(1)
+	s.disk.Store(c.opts.SegmentSize)
+	c.diskBytes.Add(c.opts.SegmentSize)
+	c.segs.mu.Lock()
+	c.segs.add(s)
+	c.segs.mu.Unlock()
+	w.active = s
+	w.activeEnd = segment.HeaderSize
+	w.footerLen = 0
+	return nil
+}
+
+// drain cuts the open batch and waits until everything cut so far is committed.
+func (w *writer) drain() {
+	w.mu.Lock()
+	if err := w.cut(); err != nil && w.failErr == nil {
+		w.failErr = err
+	}
+	target := w.nextSeq
+	w.mu.Unlock()
+	w.waitCommitted(target)
+}
+
+func (w *writer) waitCommitted(seq uint64) {
+	w.commitMu.Lock()
+	for w.committed < seq {
+		w.commitCond.Wait()
+	}
+	w.commitMu.Unlock()
+}
+
+func (w *writer) flushWorker() {
+	defer w.workers.Done()
+	for job := range w.toWrite {
+		if job.b != nil {
+			start := time.Now()
+			job.err = job.seg.active.WriteBatch(job.bufs, job.base)
+			w.c.stats.flushNanos.Add(uint64(time.Since(start)))
+		}
+		w.done <- job
+	}
+}
+
+// commitLoop applies finished jobs in seq order.
+func (w *writer) commitLoop() {
+	defer w.wg.Done()
+	waiting := make(map[uint64]*flushJob)
+	next := uint64(1)
+	for job := range w.done {
+		waiting[job.seq] = job
+		for {
+			j, ok := waiting[next]
+			if !ok {
+				break
+			}
+			delete(waiting, next)
+			w.commit(j)
+			w.commitMu.Lock()
+			w.committed = next
+			w.commitCond.Broadcast()
+			w.commitMu.Unlock()
+			next++
+		}
+	}
+}
+
+func (w *writer) commit(j *flushJob) {
+	c := w.c
+	if j.seal {
+		c.seal(j.seg, j.base)
+		return
+	}
+	entries := j.b.Entries()
+	if j.err != nil {
+		// The batch is lost: forget its blobs, but still apply its deletes in memory so a
+		// Delete that returned is not undone while the process lives.
+		for i := range entries {
+			if entries[i].Kind == record.KindDelete {
+				if old, ok := c.idx.Delete(entries[i].Hash); ok {
+					c.freeRecord(old)
+				}
+			}
+		}
+		c.stats.flushErrors.Add(1)
+		w.mu.Lock()
+		w.failErr = j.err
+		w.mu.Unlock()
+	} else {
+		seg := j.seg
+		for i := range entries {
+			e := entries[i].Entry
+			e.Offset += uint32(j.base)
+			seg.footer = append(seg.footer, e)
+			switch e.Kind {
+			case record.KindPut:
+				loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}
+				if old, ok := c.idx.Put(e.Hash, loc); ok {
+					c.freeRecord(old)
+				}
+			case record.KindDelete:
+				if old, ok := c.idx.Delete(e.Hash); ok {
+					c.freeRecord(old)
+				}
+			}
+		}
+		seg.dataEnd = j.base + j.length
+		c.stats.flushedBytes.Add(uint64(j.length))
+		c.stats.flushes.Add(1)
+	}
+	w.mu.Lock()
+	w.dropLive(j.b)
+	w.recycle(j.b)
+	w.mu.Unlock()
+	c.reclaim()
+}
+
+// dropLive removes b from the live list. The caller holds mu.
+func (w *writer) dropLive(b *batch.Batch) {
+	old := *w.live.Load()
+	nl := make([]*batch.Batch, 0, len(old))
+	for _, x := range old {
+		if x != b {
+			nl = append(nl, x)
+		}
+	}
+	w.live.Store(&nl)
+}
+
+// recycle returns b to the free list. The caller holds mu.
+func (w *writer) recycle(b *batch.Batch) {
+	b.Reset()
+	w.free = append(w.free, b)
+	w.cond.Broadcast()
+}
+
+// lookup finds key among the unflushed batches, newest first.
+func (w *writer) lookup(h uint64, key []byte, withValue bool) (batch.Value, bool) {
+	for _, b := range *w.live.Load() {
+		if v, ok := b.Lookup(h, key, withValue); ok {
+			return v, true
+		}
+	}
+	return batch.Value{}, false
+}
+
+// pendingBytes is the memory held by unflushed records.
+func (w *writer) pendingBytes() int64 {
+	var n int64
+	for _, b := range *w.live.Load() {
+		n += b.Size()
+	}
+	return n
+}
+
+// ticker cuts a partly filled batch that has waited FlushInterval.
+func (w *writer) ticker() {
+	defer w.wg.Done()
+	t := time.NewTicker(max(w.c.opts.FlushInterval/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			w.mu.Lock()
+			if w.open != nil && w.open.Len() > 0 && time.Since(w.openSince) >= w.c.opts.FlushInterval {
+				if err := w.cut(); err != nil && w.failErr == nil {
+					w.failErr = err
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// close drains, seals the active segment and stops the goroutines. Puts after close get
+// ErrClosed; Puts waiting for a batch are woken and get ErrClosed too.
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	_ = w.cut()
+	w.closed = true
+	if w.active != nil {
+		w.nextSeq++
+		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+		w.active = nil
+	}
+	target := w.nextSeq
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	w.waitCommitted(target)
+	close(w.stop)
+	close(w.toWrite)
+	w.workers.Wait() // no worker can send on done after this
+	close(w.done)
+	w.wg.Wait()
+}
