@@ -44,6 +44,12 @@ type Cache struct {
 
 	lastCorruption atomic.Pointer[string]
 
+	// Per-blob mode (perblob.go): the last seq used, and the blob files in write order, owned by
+	// the commit goroutine.
+	blobSeq  atomic.Uint64
+	fifo     []fifoEntry
+	fifoHead int
+
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
 
@@ -81,15 +87,21 @@ func New(path string, opts ...Option) (*Cache, error) {
 	default:
 		c.idx = index.NewHashTable(int(o.ExpectedBlobs))
 	}
-	stamp, err := c.recover()
+	recover := c.recover
+	if o.PerBlobFiles {
+		recover = c.recoverBlobs
+	}
+	stamp, err := recover()
 	if err != nil {
 		c.closeSegments()
 		c.lock.Close()
 		return nil, err
 	}
 	c.loadBloom(stamp)
-	if o.MaxSize > 0 {
+	if o.MaxSize > 0 && !o.PerBlobFiles {
 		c.evict(o.MaxSize)
+	} else if o.MaxSize > 0 {
+		c.evictBlobs(o.MaxSize)
 	}
 	c.w = newWriter(c)
 	return c, nil
@@ -128,16 +140,21 @@ func (c *Cache) openDir() error {
 	}
 	c.lock = lk
 	idPath := filepath.Join(c.dir, identityFile)
+	mode := identity{}.withMode(c.opts.PerBlobFiles)
 	if known {
 		b, err := readFile(fs, idPath)
+		var id identity
 		if err == nil {
-			_, err = decodeIdentity(b)
+			id, err = decodeIdentity(b)
+		}
+		if err == nil && id.Flags&flagPerBlob != mode.Flags&flagPerBlob {
+			err = fmt.Errorf("%w: the cache was created with PerBlobFiles=%v", ErrInvalidOptions, id.Flags&flagPerBlob != 0)
 		}
 		if err != nil {
 			lk.Close()
 			return fmt.Errorf("blobcache: %s: %w", idPath, err)
 		}
-	} else if err := writeFileAtomic(fs, idPath, newIdentity().encode()); err != nil {
+	} else if err := writeFileAtomic(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
 		lk.Close()
 		return err
 	}

@@ -77,6 +77,7 @@ func TestPutGetSizes(t *testing.T) {
 		small(WithSkipmapIndex()),
 		small(WithDirectIOWrites()),
 		small(WithChecksum(), WithVerifyOnRead(true)),
+		small(WithPerBlobFiles()),
 	} {
 		c := open(t, t.TempDir(), opts...)
 		sizes := []int{0, 1, 31, 32, 4095, 4096, 4097, 50 << 10}

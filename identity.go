@@ -23,6 +23,9 @@ const (
 	identityVersion = 1
 )
 
+// flagPerBlob marks a cache of one file per blob (Options.PerBlobFiles).
+const flagPerBlob = 1
+
 type identity struct {
 	Version uint32
 	Flags   uint32
@@ -54,6 +57,9 @@ func decodeIdentity(b []byte) (identity, error) {
 	if id.Version != identityVersion {
 		return identity{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, id.Version, identityVersion)
 	}
+	if binary.LittleEndian.Uint32(b[24:]) != 0 {
+		return identity{}, fmt.Errorf("%w: identity file has reserved bytes set", ErrCorrupt)
+	}
 	if got, want := record.CRC(b[:28]), binary.LittleEndian.Uint32(b[28:]); got != want {
 		return identity{}, fmt.Errorf("%w: identity file crc %#08x, stored %#08x", ErrCorrupt, got, want)
 	}
@@ -62,4 +68,11 @@ func decodeIdentity(b []byte) (identity, error) {
 
 func newIdentity() identity {
 	return identity{Version: identityVersion, Created: time.Now().UnixNano()}
+}
+
+func (id identity) withMode(perBlob bool) identity {
+	if perBlob {
+		id.Flags |= flagPerBlob
+	}
+	return id
 }

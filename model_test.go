@@ -1,8 +1,11 @@
 package blobcache
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -14,8 +17,9 @@ import (
 )
 
 var (
-	modelSeed  = flag.Uint64("model.seed", 0, "seed of TestModel (0: time based)")
-	modelSteps = flag.Int("model.steps", 3000, "operations of TestModel")
+	modelSeed    = flag.Uint64("model.seed", 0, "seed of TestModel (0: time based)")
+	modelSteps   = flag.Int("model.steps", 3000, "operations of TestModel")
+	modelVariant = flag.Int("model.variant", -1, "options variant of TestModel (-1: chosen by the seed)")
 )
 
 // TestModel runs a seeded random sequence of Put, UnsafePut, Delete, Get, ReadAt, Drain, Close
@@ -28,18 +32,50 @@ func TestModel(t *testing.T) {
 	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	dir := t.TempDir()
-	variants := [][]Option{small(), small(WithSkipmapIndex()), small(WithDirectIOWrites(), WithChecksum(), WithVerifyOnRead(true))}
-	opts := variants[rng.IntN(len(variants))]
+	variants := [][]Option{
+		small(),
+		small(WithSkipmapIndex()),
+		small(WithDirectIOWrites(), WithChecksum(), WithVerifyOnRead(true)),
+		small(WithPerBlobFiles()),
+		small(WithMaxSize(4 << 20)),                   // evicts: a hit must still be right
+		small(WithPerBlobFiles(), WithMaxSize(1<<20)), // likewise, blob by blob
+	}
+	v := rng.IntN(len(variants))
+	if *modelVariant >= 0 {
+		v = *modelVariant
+	}
+	opts := variants[v]
+	t.Logf("variant %d", v)
 	c := open(t, dir, opts...)
 	defer func() { c.Close() }()
 	model := map[string][]byte{}
+	// With eviction the cache may forget: a Get may miss, but a hit must be the last value put
+	// and a deleted key must stay deleted.
+	evicts := v >= 4
+	check := func(k string) {
+		t.Helper()
+		if !evicts || model[k] == nil {
+			expect(t, c, k, model[k])
+			return
+		}
+		if r, ok := c.Get([]byte(k)); ok {
+			b, err := io.ReadAll(r)
+			if err != nil || !bytes.Equal(b, model[k]) {
+				t.Fatalf("Get(%q): %d bytes, err %v: not the %d put", k, len(b), err, len(model[k]))
+			}
+		}
+	}
 	version := 0
 	keys := 200
+	if evicts {
+		keys = 2000 // more live data than MaxSize
+	}
 	steps := *modelSteps
 	if testing.Short() {
 		steps /= 5
 	}
 	var trace []string
+	var evicted uint64
 	defer func() {
 		if t.Failed() {
 			n := max(0, len(trace)-600)
@@ -70,28 +106,37 @@ func TestModel(t *testing.T) {
 			}
 			delete(model, k)
 		case op < 85:
-			expect(t, c, k, model[k])
+			check(k)
 		case op < 90:
 			if want, ok := model[k]; ok && len(want) > 10 {
 				p := make([]byte, len(want)-10)
-				if n, err := c.ReadAt([]byte(k), p, 10); err != nil || n != len(p) || string(p) != string(want[10:]) {
+				n, err := c.ReadAt([]byte(k), p, 10)
+				if evicts && errors.Is(err, ErrNotFound) {
+					break
+				}
+				if err != nil || n != len(p) || string(p) != string(want[10:]) {
 					t.Fatalf("step %d: ReadAt(%s): %d %v", step, k, n, err)
 				}
 			}
 		case op < 95:
 			c.Drain()
 		case op < 98:
+			evicted += c.Stats().Evictions
 			c.Close()
 			c = open(t, dir, opts...)
 		default:
 			// A crash after Drain loses nothing: drained data is in the files.
 			c.Drain()
+			evicted += c.Stats().Evictions
 			c.crash()
 			c = open(t, dir, opts...)
 		}
 	}
-	for k, v := range model {
-		expect(t, c, k, v)
+	for k := range model {
+		check(k)
+	}
+	if evicts && evicted+c.Stats().Evictions == 0 {
+		t.Fatal("the eviction variant evicted nothing")
 	}
 }
 

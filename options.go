@@ -31,12 +31,19 @@ const (
 type Options struct {
 	// MaxSize bounds the disk space of the segments, in bytes. When a new segment would take the
 	// cache past it, the oldest segments are evicted whole (FIFO). Disk usage stays at or under
-	// MaxSize plus one segment. 0 means unlimited. If set it must be at least 2*SegmentSize.
+	// MaxSize plus one segment. 0 means unlimited. If set it must be at least 2*SegmentSize
+	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	MaxSize int64
 
 	// SegmentSize is the size of each append-only segment file (default 256 MiB, at most 4 GiB,
 	// at least WriteBufferSize+1 MiB). Larger segments mean fewer files and coarser eviction.
 	SegmentSize int64
+
+	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
+	// seed's original strategy), instead of in segments: no hint footers, an open and close per
+	// read, eviction blob by blob in write order. Reads always check the value's CRC. A cache
+	// keeps the mode it was created with. Default off.
+	PerBlobFiles bool
 
 	// Checksum stores a checksum of every blob (ChecksumHash of the value) in its record header.
 	// Every record also always carries a CRC-32C of its value that recovery uses to tell whole
@@ -152,7 +159,7 @@ func (o Options) Validate() error {
 		return bad("SegmentSize %d must be at least WriteBufferSize (%d) + 1 MiB", o.SegmentSize, o.WriteBufferSize)
 	case o.MaxSize < 0:
 		return bad("MaxSize %d is negative", o.MaxSize)
-	case o.MaxSize > 0 && o.MaxSize < 2*o.SegmentSize:
+	case o.MaxSize > 0 && o.MaxSize < 2*o.SegmentSize && !o.PerBlobFiles:
 		return bad("MaxSize %d must be 0 (unlimited) or at least 2*SegmentSize (%d)", o.MaxSize, 2*o.SegmentSize)
 	case o.MaxInflightBatches < 1 || o.MaxInflightBatches > 64:
 		return bad("MaxInflightBatches %d is outside [1, 64]", o.MaxInflightBatches)
@@ -181,6 +188,10 @@ func WithMaxSize(n int64) Option { return func(o *Options) { o.MaxSize = n } }
 
 // WithSegmentSize sets Options.SegmentSize.
 func WithSegmentSize(n int64) Option { return func(o *Options) { o.SegmentSize = n } }
+
+// WithPerBlobFiles sets Options.PerBlobFiles. (The seed selected this mode with
+// WithSegmentSize(0); here a zero SegmentSize means the default.)
+func WithPerBlobFiles() Option { return func(o *Options) { o.PerBlobFiles = true } }
 
 // WithChecksum sets Options.Checksum.
 func WithChecksum() Option { return func(o *Options) { o.Checksum = true } }

@@ -251,7 +251,6 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 	st := c.stats.stripe(h)
 	if !c.bloom.Load().Test(h) {
 		st.bloomRejects.Add(1)
-		st.misses.Add(1)
 		return nil, false
 	}
 	if v, ok := c.w.lookup(h, key, true); ok {
@@ -266,7 +265,6 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 		loc, ok := c.idx.Get(h)
 		if !ok {
 			st.falsePositives.Add(1)
-			st.misses.Add(1)
 			return nil, false
 		}
 		r, res := c.open(h, key, loc, off, n)
@@ -310,10 +308,25 @@ func (c *Cache) stillAt(h uint64, loc index.Loc) bool {
 
 // open reads the record at loc and builds a reader for value bytes [off, off+n).
 func (c *Cache) open(h uint64, key []byte, loc index.Loc, off, n int64) (*Reader, openResult) {
-	s := c.segs.acquire(loc.Segment)
+	s, recOff := c.acquireRecord(h, loc)
 	if s == nil {
 		return nil, openRetry
 	}
+	return c.openRecord(s, recOff, h, key, loc, off, n)
+}
+
+// acquireRecord returns the file holding the record at loc, with a reader reference, and the
+// record's offset in it; nil if the file is gone (evicted, overwritten or deleted).
+func (c *Cache) acquireRecord(h uint64, loc index.Loc) (*segHandle, int64) {
+	if c.opts.PerBlobFiles {
+		return c.openBlobFile(h, loc), 0
+	}
+	return c.segs.acquire(loc.Segment), int64(loc.Offset)
+}
+
+// openRecord is open once the file is held: s carries a reader reference that openRecord
+// releases or hands to the Reader.
+func (c *Cache) openRecord(s *segHandle, recOff int64, h uint64, key []byte, loc index.Loc, off, n int64) (*Reader, openResult) {
 	hk := int64(record.HeaderSize + len(key))
 	vlen := int64(loc.Length) - hk
 	if vlen < 0 {
@@ -337,7 +350,7 @@ func (c *Cache) open(h uint64, key []byte, loc index.Loc, off, n int64) (*Reader
 	}
 	buf := getBuf(int(first))
 	b := *buf
-	if _, err := s.f.ReadAt(b, int64(loc.Offset)); err != nil {
+	if _, err := s.f.ReadAt(b, recOff); err != nil {
 		s.unref()
 		putBuf(buf)
 		if !c.stillAt(h, loc) {
@@ -368,11 +381,21 @@ func (c *Cache) open(h uint64, key []byte, loc index.Loc, off, n int64) (*Reader
 		putBuf(buf)
 		return nil, openMiss // hash collision: another key's record
 	}
+	if c.opts.PerBlobFiles && int64(len(b)) == int64(loc.Length) {
+		// A blob file is not scanned on open, so a torn one is caught here.
+		if err := record.CheckValue(hdr, b[hk:]); err != nil {
+			s.unref()
+			putBuf(buf)
+			c.stats.corrupt.Add(1)
+			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, s.f.Name(), err))
+			return nil, openMiss
+		}
+	}
 	r := &Reader{
 		c: c, h: h, loc: loc, size: end - off, buf: buf,
 		hasSum: hdr.Flags&record.FlagHasChecksum != 0, sum: hdr.Sum,
 	}
-	if c.opts.VerifyOnRead && whole {
+	if (c.opts.VerifyOnRead || c.opts.PerBlobFiles) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
 		if r.hasSum && c.opts.ChecksumHash != nil {
@@ -385,7 +408,7 @@ func (c *Cache) open(h uint64, key []byte, loc index.Loc, off, n int64) (*Reader
 		r.val = b[hk+off : hk+min(end, bufEnd)]
 	}
 	if end > bufEnd {
-		r.off = int64(loc.Offset) + hk + max(off, bufEnd)
+		r.off = recOff + hk + max(off, bufEnd)
 		r.remain = end - max(off, bufEnd)
 		r.ref = &segRef{s: s}
 		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
@@ -416,7 +439,6 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	st := c.stats.stripe(h)
 	if !c.bloom.Load().Test(h) {
 		st.bloomRejects.Add(1)
-		st.misses.Add(1)
 		return 0, ErrNotFound
 	}
 	if _, ok := c.w.lookup(h, key, false); ok {
@@ -431,7 +453,6 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		loc, ok := c.idx.Get(h)
 		if !ok {
 			st.falsePositives.Add(1)
-			st.misses.Add(1)
 			return 0, ErrNotFound
 		}
 		n, res, err := c.readAt(h, key, loc, p, off)
@@ -462,7 +483,7 @@ func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64)
 	if vlen < 0 {
 		return 0, openMiss, nil
 	}
-	s := c.segs.acquire(loc.Segment)
+	s, recOff := c.acquireRecord(h, loc)
 	if s == nil {
 		return 0, openRetry, nil
 	}
@@ -478,10 +499,10 @@ func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64)
 	var err error
 	if off == 0 {
 		sc.iov[0], sc.iov[1] = sc.hk[:hk], want
-		_, err = s.f.ReadvAt(sc.iov[:], int64(loc.Offset))
+		_, err = s.f.ReadvAt(sc.iov[:], recOff)
 	} else {
-		if _, err = s.f.ReadAt(sc.hk[:hk], int64(loc.Offset)); err == nil && len(want) > 0 {
-			_, err = s.f.ReadAt(want, int64(loc.Offset)+int64(hk)+off)
+		if _, err = s.f.ReadAt(sc.hk[:hk], recOff); err == nil && len(want) > 0 {
+			_, err = s.f.ReadAt(want, recOff+int64(hk)+off)
 		}
 	}
 	if !c.stillAt(h, loc) {
@@ -503,7 +524,7 @@ func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64)
 	if string(k) != string(key) {
 		return 0, openMiss, nil
 	}
-	if c.opts.VerifyOnRead && off == 0 && int64(len(want)) == vlen {
+	if (c.opts.VerifyOnRead || c.opts.PerBlobFiles) && off == 0 && int64(len(want)) == vlen {
 		if got := record.CRC(want); got != hdr.ValueCRC {
 			c.stats.corrupt.Add(1)
 			return 0, openHit, fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",

@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,5 +160,81 @@ func copyDir(t *testing.T, from, to, skip string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPerBlobRecoveryAndEviction(t *testing.T) {
+	dir := t.TempDir()
+	opts := small(WithPerBlobFiles(), WithMaxSize(1<<20), WithFsync(true))
+	c := open(t, dir, opts...)
+	for i := range 400 {
+		k := fmt.Sprintf("k%d", i)
+		if err := c.Put([]byte(k), value(k, 0, 5000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Delete([]byte("k399"))
+	c.crash() // the Delete returned with Fsync on: it must stay done
+	c = open(t, dir, opts...)
+	st := c.Stats()
+	if st.DiskBytes > 1<<20 {
+		t.Fatalf("disk %d over MaxSize", st.DiskBytes)
+	}
+	expect(t, c, "k399", nil)
+	expect(t, c, "k398", value("k398", 0, 5000))
+	if _, ok := c.Get([]byte("k0")); ok {
+		t.Fatal("the oldest blob survived eviction")
+	}
+	c.Close()
+	res, err := Verify(dir, nil)
+	if err != nil || len(res.Corrupt) != 0 || res.Records == 0 {
+		t.Fatalf("Verify: %+v, %v", res, err)
+	}
+	// Reopening in the other mode is refused.
+	if _, err := New(dir, small()...); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("segment mode on a per-blob cache: %v", err)
+	}
+}
+
+func TestDeleteDurableWithFsync(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small(WithFsync(true))...)
+	c.Put([]byte("a"), []byte("1"))
+	c.Put([]byte("b"), []byte("2"))
+	c.Drain()
+	c.Close()
+	c = open(t, dir, small(WithFsync(true))...)
+	if err := c.Delete([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	c.crash() // no Drain, no Close: the Delete itself must have been made durable
+	c = open(t, dir, small(WithFsync(true))...)
+	defer c.Close()
+	expect(t, c, "a", nil)
+	expect(t, c, "b", []byte("2"))
+}
+
+// TestBadFooterScanned damages the footer of a sealed segment: its records are recovered by
+// scanning and the damage is counted.
+func TestBadFooterScanned(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small()...)
+	for i := range 100 {
+		k := fmt.Sprintf("k%d", i)
+		c.Put([]byte(k), value(k, 0, 3000))
+	}
+	c.Close()
+	seg := filepath.Join(dir, "segments", segment.FileName(1))
+	b, _ := os.ReadFile(seg)
+	b[len(b)-40] ^= 0xff // inside the footer entries
+	os.WriteFile(seg, b, 0o644)
+	c = open(t, dir, small()...)
+	defer c.Close()
+	for i := range 100 {
+		k := fmt.Sprintf("k%d", i)
+		expect(t, c, k, value(k, 0, 3000))
+	}
+	if c.Stats().CorruptRecord == 0 {
+		t.Fatal("a damaged footer went uncounted")
 	}
 }

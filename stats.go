@@ -43,6 +43,7 @@ type Stats struct {
 // counterStripe holds hot per-operation counters; Get picks a stripe from the key hash, so
 // concurrent readers mostly touch different cache lines.
 type counterStripe struct {
+	// A miss is counted once, by its kind: the total is the sum of the three.
 	hits, misses, bloomRejects, falsePositives atomic.Uint64
 	_                                          [32]byte
 }
@@ -86,7 +87,7 @@ func (c *Cache) Stats() Stats {
 	for i := range c.stats.stripes {
 		st := &c.stats.stripes[i]
 		s.Hits += st.hits.Load()
-		s.Misses += st.misses.Load()
+		s.Misses += st.misses.Load() + st.bloomRejects.Load() + st.falsePositives.Load()
 		s.BloomRejects += st.bloomRejects.Load()
 		s.BloomFalsePositives += st.falsePositives.Load()
 	}

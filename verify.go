@@ -56,6 +56,12 @@ func Verify(dir string, progress func(done, total int64)) (VerifyResult, error) 
 		}
 	}
 	slices.Sort(ids)
+	blobFiles := listBlobFiles(filepath.Join(dir, blobDir))
+	for _, p := range blobFiles {
+		if fi, err := os.Stat(p); err == nil {
+			total += fi.Size()
+		}
+	}
 	var done int64
 	for _, id := range ids {
 		path := filepath.Join(sd, segment.FileName(id))
@@ -70,7 +76,48 @@ func Verify(dir string, progress func(done, total int64)) (VerifyResult, error) 
 			progress(done, total)
 		}
 	}
+	for _, p := range blobFiles {
+		n, err := verifyBlobFile(fs, p, &res)
+		if err != nil {
+			res.Corrupt = append(res.Corrupt, Corruption{File: p, Err: err})
+		}
+		done += n
+		res.Bytes += n
+		if progress != nil {
+			progress(done, total)
+		}
+	}
 	return res, nil
+}
+
+// listBlobFiles lists the files of a per-blob cache.
+func listBlobFiles(root string) []string {
+	var out []string
+	dirs, _ := os.ReadDir(root)
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(filepath.Join(root, d.Name()))
+		for _, e := range ents {
+			if _, _, ok := parseBlobName(e.Name()); ok {
+				out = append(out, filepath.Join(root, d.Name(), e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// verifyBlobFile checks the one record of a blob file.
+func verifyBlobFile(fs vfs.FS, path string, res *VerifyResult) (int64, error) {
+	b, err := readFile(fs, path)
+	if err != nil {
+		return 0, err
+	}
+	h, _, _ := parseBlobName(filepath.Base(path))
+	if err := checkRecord(b, record.Entry{Hash: h, Kind: record.KindPut}); err != nil {
+		res.Corrupt = append(res.Corrupt, Corruption{File: path, Err: err})
+	} else {
+		res.Records++
+	}
+	return int64(len(b)), nil
 }
 
 // verifySegment checks one segment, appending what it finds to res, and returns the bytes read.

@@ -34,6 +34,8 @@ type flushJob struct {
 	bufs   [][]byte
 	length int64
 	seal   bool // seal seg (no batch)
+	// seqBase is the seq of the batch's first record in per-blob mode.
+	seqBase uint64
 	err    error
 }
 
@@ -158,6 +160,12 @@ func (w *writer) cut() error {
 	}
 	w.open = nil
 	bufs, n := b.Seal()
+	if w.c.opts.PerBlobFiles {
+		w.nextSeq++
+		count := uint64(b.Len())
+		w.toWrite <- &flushJob{seq: w.nextSeq, b: b, length: n, seqBase: w.c.blobSeq.Add(count) - count + 1}
+		return nil
+	}
 	footer := int64(b.Len()) * record.EntrySize
 	if w.active == nil || w.activeEnd+n+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
 		if err := w.rotate(); err != nil {
@@ -230,7 +238,11 @@ func (w *writer) flushWorker() {
 	for job := range w.toWrite {
 		if job.b != nil {
 			start := time.Now()
-			job.err = job.seg.active.WriteBatch(job.bufs, job.base)
+			if w.c.opts.PerBlobFiles {
+				job.err = w.c.writeBlobFiles(job)
+			} else {
+				job.err = job.seg.active.WriteBatch(job.bufs, job.base)
+			}
 			w.c.stats.flushNanos.Add(uint64(time.Since(start)))
 		}
 		w.done <- job
@@ -272,15 +284,23 @@ func (w *writer) commit(j *flushJob) {
 		// Delete that returned is not undone while the process lives.
 		for i := range entries {
 			if entries[i].Kind == record.KindDelete {
-				if old, ok := c.idx.Delete(entries[i].Hash); ok {
+				if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
+					c.removeBlob(entries[i].Hash, old)
+				} else if ok {
 					c.freeRecord(old)
 				}
 			}
 		}
 		c.stats.flushErrors.Add(1)
+		if c.opts.PerBlobFiles {
+			c.forgetBlobFiles(j)
+		}
 		w.mu.Lock()
 		w.failErr = j.err
 		w.mu.Unlock()
+	} else if c.opts.PerBlobFiles {
+		c.commitBlobs(j)
+		c.stats.flushedBytes.Add(uint64(j.length))
 	} else {
 		seg := j.seg
 		for i := range entries {

@@ -33,15 +33,17 @@ The default directory is $BLOBCACHE_DIR, or ./blobcache-data.
 
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "blobcache:", err)
 		var ex exitError
 		if errors.As(err, &ex) {
-			os.Exit(int(ex))
+			os.Exit(int(ex)) // run has already said why
 		}
+		fmt.Fprintln(os.Stderr, "blobcache:", err)
 		os.Exit(1)
 	}
 }
 
+// exitError is an exit status whose cause run has already reported (usage errors are 2, a
+// verify that found corruption is 1); main exits with it and prints nothing more.
 type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
@@ -71,7 +73,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	rest := fl.Args()
 	need := func(n int, what string) error {
 		if len(rest) < n || len(rest) > n+boolInt(cmd == "put") {
-			return fmt.Errorf("%s: want %s\n\n%s", cmd, what, usage)
+			fmt.Fprintf(stderr, "blobcache %s: want %s\n\n%s", cmd, what, usage)
+			return exitError(2)
 		}
 		return nil
 	}
@@ -102,7 +105,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return verify(*dir, stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "blobcache: unknown command %q\n\n%s", cmd, usage)
+	return exitError(2)
 }
 
 func boolInt(b bool) int {
@@ -112,9 +116,10 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// withCache opens the cache, runs fn and closes it, reporting the first error.
+// withCache opens the cache, runs fn and closes it, reporting the first error. Reads are
+// verified: a damaged blob makes get fail instead of printing wrong bytes.
 func withCache(dir string, fn func(*blobcache.Cache) error) error {
-	c, err := blobcache.New(dir, blobcache.WithFsync(true))
+	c, err := blobcache.New(dir, blobcache.WithFsync(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		return err
 	}

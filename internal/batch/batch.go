@@ -242,3 +242,22 @@ func (b *Batch) ForEachHash(fn func(h uint64)) {
 		fn(b.entries[i].Hash)
 	}
 }
+
+// Record returns the bytes of entry i (header, key and value) as slices of the stream, for
+// writing it on its own. The slices alias the batch; they are valid until Reset.
+func (b *Batch) Record(i int) [][]byte {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.entries[i]
+	off, end := int64(e.Offset), int64(e.Offset)+int64(e.Length)
+	j := sort.Search(len(b.offs), func(j int) bool { return b.offs[j] > off }) - 1
+	var out [][]byte
+	for off < end {
+		p := b.bufs[j][off-b.offs[j]:]
+		p = p[:min(int64(len(p)), end-off)]
+		out = append(out, p)
+		off += int64(len(p))
+		j++
+	}
+	return out
+}

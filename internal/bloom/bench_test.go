@@ -125,10 +125,12 @@ func BenchmarkAdd(b *testing.B) {
 			f := New(sz.keys, DefaultBitsPerKey)
 			b.ReportAllocs()
 			b.ResetTimer()
+			left := sz.keys
 			for i := 0; i < b.N; i++ {
-				if uint64(i)%sz.keys == sz.keys-1 {
+				if left--; left == 0 {
 					b.StopTimer()
 					f.bits.Clear()
+					left = sz.keys
 					b.StartTimer()
 				}
 				f.Add(addHash(table, i))

@@ -29,7 +29,7 @@ func newRand(t testing.TB) *rand.Rand {
 
 func TestChooseK(t *testing.T) {
 	for _, tc := range []struct{ bitsPerKey, k int }{
-		{1, 1}, {2, 1}, {4, 3}, {6, 4}, {8, 5}, {10, 6}, {12, 7}, {16, 9}, {20, 11}, {32, 15}, {64, MaxK},
+		{1, 1}, {2, 1}, {4, 3}, {6, 4}, {8, 5}, {9, 6}, {10, 6}, {11, 7}, {12, 7}, {16, MaxK}, {64, MaxK},
 	} {
 		if got := chooseK(tc.bitsPerKey); got != tc.k {
 			t.Errorf("chooseK(%d) = %d, want %d", tc.bitsPerKey, got, tc.k)
@@ -52,7 +52,7 @@ func TestNewSizing(t *testing.T) {
 		{52, -3, 2, 6}, // default bits per key
 		{1 << 20, 10, 20480, 6},
 		{1_000_000, 10, 19532, 6}, // ceil(10e6 / 512)
-		{1_000_000, 16, 31250, 9},
+		{1_000_000, 16, 31250, MaxK},
 		{1 << 40, 10, maxBlocks, 6},
 		{math.MaxUint64, 64, maxBlocks, MaxK},
 	} {
@@ -84,7 +84,7 @@ func TestNoFalseNegatives(t *testing.T) {
 		{1000, 1, 10}, // one block, hopelessly overloaded
 		{100_000, 100_000, 10},
 		{100_000, 100_000, 1},
-		{100_000, 100_000, 64}, // k = 16: three remixes of the hash
+		{100_000, 100_000, 64}, // k = MaxK: every 9-bit window of the product
 		{100_000, 10_000, 10},
 	} {
 		f := New(tc.sizedFor, tc.bitsPerKey)

@@ -184,7 +184,7 @@ func TestDecodeCheckOrder(t *testing.T) {
 		{"magic before version", []func([]byte){func(b []byte) { b[0] = 'X' }, put32(8, 2)}, "bad magic"},
 		{"version before k", []func([]byte){put32(8, 2), put32(12, 0)}, "unsupported version 2"},
 		{"k zero", []func([]byte){put32(12, 0)}, "k 0"},
-		{"k too big", []func([]byte){put32(12, MaxK+1)}, "k 17"},
+		{"k too big", []func([]byte){put32(12, MaxK+1)}, "k 8 at offset 12"},
 		{"k before nblocks", []func([]byte){put32(12, 99), put64(16, 0)}, "k 99"},
 		{"nblocks zero", []func([]byte){put64(16, 0)}, "nblocks 0"},
 		{"nblocks too big", []func([]byte){put64(16, maxBlocks+1)}, "nblocks 134217729"},

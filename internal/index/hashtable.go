@@ -232,7 +232,7 @@ func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
 		s.locs[i] = loc
 		return old, true
 	}
-	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
+	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadDen {
 		s.resize(c * growNum / growDen)
 		i, _ = s.find(h)
 	}

@@ -1,0 +1,577 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/internal/record"
+)
+
+// cli runs the command in-process, as main would, and returns what it printed and run's error.
+func cli(t *testing.T, stdin []byte, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(args, bytes.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// mustCLI is cli for a command that must succeed.
+func mustCLI(t *testing.T, stdin []byte, args ...string) string {
+	t.Helper()
+	out, errOut, err := cli(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("blobcache %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+// binaryValue returns n pseudo-random bytes, a quarter of them NUL, from a fixed seed.
+func binaryValue(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0))
+	b := make([]byte, n)
+	for i := range b {
+		if r.IntN(4) == 0 {
+			continue // NUL
+		}
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// snapshot maps every file under dir to a digest of its contents, so a test can tell that a
+// command changed nothing. A missing dir is an empty snapshot.
+func snapshot(t *testing.T, dir string) map[string][sha256.Size]byte {
+	t.Helper()
+	m := make(map[string][sha256.Size]byte)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == dir {
+			return filepath.SkipAll
+		}
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			m[rel+"/"] = [sha256.Size]byte{}
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		m[rel] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sameSnapshot(t *testing.T, what string, before, after map[string][sha256.Size]byte) {
+	t.Helper()
+	for name, sum := range before {
+		if got, ok := after[name]; !ok {
+			t.Errorf("%s removed %s", what, name)
+		} else if got != sum {
+			t.Errorf("%s changed %s", what, name)
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			t.Errorf("%s created %s", what, name)
+		}
+	}
+}
+
+func TestPutGetRoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	values := []struct {
+		name  string
+		value []byte
+	}{
+		{"empty", nil},
+		{"text", []byte("hello, blobcache\n")},
+		{"only-NULs", make([]byte, 4096)},
+		{"binary-small", binaryValue(10_000, 1)},
+		// Past 1 MiB the reader streams from the segment instead of reading the record at once.
+		{"binary-large", binaryValue(3<<20+17, 2)},
+	}
+	for _, v := range values {
+		t.Run(v.name, func(t *testing.T) {
+			stdinKey, fileKey := "stdin/"+v.name, "file/"+v.name
+			out := mustCLI(t, v.value, "put", "--dir", dir, stdinKey)
+			if want := fmt.Sprintf("stored %q: %d bytes\n", stdinKey, len(v.value)); out != want {
+				t.Errorf("put from stdin printed %q, want %q", out, want)
+			}
+
+			file := filepath.Join(t.TempDir(), "value")
+			if err := os.WriteFile(file, v.value, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// stdin is ignored when a file is named.
+			mustCLI(t, []byte("not this"), "put", "--dir", dir, fileKey, file)
+
+			for _, key := range []string{stdinKey, fileKey} {
+				got := mustCLI(t, nil, "get", "--dir", dir, key)
+				if !bytes.Equal([]byte(got), v.value) {
+					t.Errorf("get %s: %d bytes differ from the %d put", key, len(got), len(v.value))
+				}
+			}
+		})
+	}
+}
+
+func TestPutDashReadsStdin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("from stdin\x00\n"), "put", "--dir", dir, "k", "-")
+	if got := mustCLI(t, nil, "get", "--dir", dir, "k"); got != "from stdin\x00\n" {
+		t.Errorf("get = %q", got)
+	}
+}
+
+func TestPutOverwrite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("first"), "put", "--dir", dir, "k")
+	mustCLI(t, []byte("second, longer"), "put", "--dir", dir, "k")
+	if got := mustCLI(t, nil, "get", "--dir", dir, "k"); got != "second, longer" {
+		t.Errorf("get after overwrite = %q", got)
+	}
+}
+
+func TestPutMissingFile(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "cache")
+	_, _, err := cli(t, nil, "put", "--dir", dir, "k", filepath.Join(t.TempDir(), "no-such-file"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("put of a missing file: err = %v, want one wrapping fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("put of a missing file created the cache directory (stat: %v)", err)
+	}
+}
+
+func TestDelThenGet(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("doomed"), "put", "--dir", dir, "k")
+	mustCLI(t, []byte("kept"), "put", "--dir", dir, "other")
+	if out := mustCLI(t, nil, "del", "--dir", dir, "k"); out != "" {
+		t.Errorf("del printed %q", out)
+	}
+	out, _, err := cli(t, nil, "get", "--dir", dir, "k")
+	if !errors.Is(err, blobcache.ErrNotFound) {
+		t.Fatalf("get after del: err = %v, want one wrapping ErrNotFound", err)
+	}
+	if out != "" {
+		t.Errorf("get after del printed %q", out)
+	}
+	if got := mustCLI(t, nil, "get", "--dir", dir, "other"); got != "kept" {
+		t.Errorf("get of the other key = %q", got)
+	}
+	// Deleting a key the cache does not hold is not an error.
+	mustCLI(t, nil, "del", "--dir", dir, "never-stored")
+}
+
+func TestGetMissing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, _, err := cli(t, nil, "get", "--dir", dir, "nothing")
+	if !errors.Is(err, blobcache.ErrNotFound) {
+		t.Fatalf("get of a missing key: err = %v, want one wrapping ErrNotFound", err)
+	}
+	if !strings.Contains(err.Error(), `"nothing"`) {
+		t.Errorf("error %q does not name the key", err)
+	}
+	if out != "" {
+		t.Errorf("get of a missing key printed %q", out)
+	}
+}
+
+func TestStat(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 3 {
+		mustCLI(t, binaryValue(1000, uint64(i)), "put", "--dir", dir, fmt.Sprint("key", i))
+	}
+	out := mustCLI(t, nil, "stat", "--dir", dir)
+	fields := make(map[string]string)
+	for line := range strings.Lines(out) {
+		// "name with spaces   value": the name ends at the first run of two spaces.
+		name, value, ok := strings.Cut(strings.TrimSpace(line), "  ")
+		if !ok {
+			t.Errorf("stat line %q has no value", line)
+			continue
+		}
+		fields[name] = strings.TrimSpace(value)
+	}
+	for _, name := range []string{"segments", "blobs", "disk bytes", "index memory", "bloom memory", "bloom fill", "bloom est. FPR"} {
+		if _, ok := fields[name]; !ok {
+			t.Errorf("stat has no %q line:\n%s", name, out)
+		}
+	}
+	if got := fields["blobs"]; got != "3" {
+		t.Errorf("stat blobs = %q, want 3:\n%s", got, out)
+	}
+	if got := fields["segments"]; got == "0" || got == "" {
+		t.Errorf("stat segments = %q, want at least 1:\n%s", got, out)
+	}
+}
+
+func TestStatEmpty(t *testing.T) {
+	t.Parallel()
+	out := mustCLI(t, nil, "stat", "--dir", t.TempDir())
+	if !strings.Contains(out, "blobs             0\n") || !strings.Contains(out, "segments          0\n") {
+		t.Errorf("stat of an empty cache:\n%s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("v"), "put", "--dir", dir, "k")
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	for _, args := range [][]string{
+		{},
+		{"frobnicate", "--dir", dir},
+		{"frobnicate"},
+		{"put", "--dir", dir},
+		{"put", "--dir", dir, "k", "file", "extra"},
+		{"get", "--dir", dir},
+		{"get", "--dir", dir, "k", "extra"},
+		{"del", "--dir", dir},
+		{"del", "--dir", dir, "k", "extra"},
+		{"stat", "--dir", dir, "extra"},
+		{"verify", "--dir", dir, "extra"},
+		{"get", "--no-such-flag", "--dir", dir, "k"},
+		{"get", "--dir"},
+		{"put", "--dir", fresh},
+		{"stat", "--dir", fresh, "extra"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			before := snapshot(t, dir)
+			out, errOut, err := cli(t, []byte("would be stored"), args...)
+			if err != exitError(2) {
+				t.Errorf("err = %v, want exit status 2", err)
+			}
+			if out != "" {
+				t.Errorf("printed %q to stdout", out)
+			}
+			if !strings.Contains(strings.ToLower(errOut), "usage") {
+				t.Errorf("stderr does not show the usage:\n%s", errOut)
+			}
+			sameSnapshot(t, "a usage error", before, snapshot(t, dir))
+			if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a usage error created %s", fresh)
+			}
+		})
+	}
+	if got := mustCLI(t, nil, "get", "--dir", dir, "k"); got != "v" {
+		t.Errorf("after the usage errors, get k = %q, want %q", got, "v")
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"help", "-h", "--help"} {
+		out, errOut, err := cli(t, nil, arg)
+		if err != nil {
+			t.Errorf("blobcache %s: err = %v, want nil", arg, err)
+		}
+		if out != "" || !strings.HasPrefix(errOut, "usage: blobcache") {
+			t.Errorf("blobcache %s: stdout %q, stderr %q", arg, out, errOut)
+		}
+	}
+}
+
+func TestDefaultDirFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BLOBCACHE_DIR", dir)
+	mustCLI(t, []byte("via env"), "put", "k")
+	if got := mustCLI(t, nil, "get", "--dir", dir, "k"); got != "via env" {
+		t.Errorf("get from $BLOBCACHE_DIR = %q", got)
+	}
+}
+
+func TestVerifyClean(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("one"), "put", "--dir", dir, "a")
+	mustCLI(t, binaryValue(2<<20, 3), "put", "--dir", dir, "b")
+	mustCLI(t, nil, "del", "--dir", dir, "a")
+	before := snapshot(t, dir)
+	out, errOut, err := cli(t, nil, "verify", "--dir", dir)
+	if err != nil {
+		t.Fatalf("verify of a clean cache: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	// Three segments (each command that writes opens its own), two puts and a tombstone.
+	if want := "verified 3 segments, 3 records, "; !strings.HasPrefix(out, want) || !strings.HasSuffix(out, "; 0 corrupt\n") {
+		t.Errorf("verify printed %q, want %q...%q", out, want, "; 0 corrupt\n")
+	}
+	if strings.Contains(out, "CORRUPT") {
+		t.Errorf("verify of a clean cache reports corruption:\n%s", out)
+	}
+	if !strings.Contains(errOut, "100.0%") {
+		t.Errorf("verify progress on stderr does not reach 100%%: %q", errOut)
+	}
+	sameSnapshot(t, "verify", before, snapshot(t, dir))
+}
+
+func TestVerifyEmptyCache(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, nil, "stat", "--dir", dir) // creates the cache
+	out := mustCLI(t, nil, "verify", "--dir", dir)
+	if !strings.HasPrefix(out, "verified 0 segments, 0 records, ") {
+		t.Errorf("verify of an empty cache: %q", out)
+	}
+}
+
+// flipValueByte finds value in the cache's segment files and flips one byte in its middle. It
+// returns the segment file's name and the offset of the record that holds the value.
+func flipValueByte(t *testing.T, dir, key string, value []byte) (file string, recordOff int64) {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment files in %s (%v)", dir, err)
+	}
+	for _, path := range segs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.Index(b, value)
+		if i < 0 {
+			continue
+		}
+		if bytes.Index(b[i+1:], value) >= 0 {
+			t.Fatalf("value found twice in %s", path)
+		}
+		b[i+len(value)/2] ^= 0x5a
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Base(path), int64(i - record.HeaderSize - len(key))
+	}
+	t.Fatalf("value not found in %v", segs)
+	return "", 0
+}
+
+func TestVerifyFlippedValueByte(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustCLI(t, []byte("an innocent bystander"), "put", "--dir", dir, "before")
+	key, value := "victim", []byte("the value whose middle byte gets flipped on disk")
+	mustCLI(t, value, "put", "--dir", dir, key)
+	mustCLI(t, []byte("another bystander"), "put", "--dir", dir, "after")
+	// Every command has closed the cache, so the segments are sealed and at rest.
+	file, off := flipValueByte(t, dir, key, value)
+
+	before := snapshot(t, dir)
+	out, errOut, err := cli(t, nil, "verify", "--dir", dir)
+	if err != exitError(1) {
+		t.Fatalf("verify of a damaged cache: err = %v, want exit status 1\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	var corrupt []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "CORRUPT") {
+			corrupt = append(corrupt, line)
+		}
+	}
+	if len(corrupt) != 1 {
+		t.Fatalf("want one CORRUPT line, got %d:\n%s", len(corrupt), out)
+	}
+	if want := fmt.Sprintf("CORRUPT %s offset %d: ", file, off); !strings.HasPrefix(corrupt[0], want) {
+		t.Errorf("CORRUPT line %q, want it to start %q", corrupt[0], want)
+	}
+	if !strings.Contains(corrupt[0], "checksum mismatch") {
+		t.Errorf("CORRUPT line %q does not say checksum mismatch", corrupt[0])
+	}
+	if !strings.Contains(out, "2 records") || !strings.HasSuffix(out, "; 1 corrupt\n") {
+		t.Errorf("verify summary:\n%s", out)
+	}
+	sameSnapshot(t, "verify", before, snapshot(t, dir))
+
+	// The damaged blob is never handed out; the others still are.
+	got, _, err := cli(t, nil, "get", "--dir", dir, key)
+	if !errors.Is(err, blobcache.ErrChecksumMismatch) {
+		t.Errorf("get of the damaged blob: err = %v, want one wrapping ErrChecksumMismatch", err)
+	}
+	if got != "" {
+		t.Errorf("get of the damaged blob printed %q", got)
+	}
+	if got := mustCLI(t, nil, "get", "--dir", dir, "after"); got != "another bystander" {
+		t.Errorf("get of an undamaged blob = %q", got)
+	}
+}
+
+func TestVerifyNotBlobCache(t *testing.T) {
+	t.Parallel()
+	t.Run("foreign", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, dir)
+		out, _, err := cli(t, nil, "verify", "--dir", dir)
+		if !errors.Is(err, blobcache.ErrNotBlobCache) {
+			t.Errorf("verify of a foreign directory: err = %v, want one wrapping ErrNotBlobCache", err)
+		}
+		if err != nil && !strings.Contains(err.Error(), dir) {
+			t.Errorf("error %q does not name the directory", err)
+		}
+		if out != "" {
+			t.Errorf("verify printed %q", out)
+		}
+		// The other commands refuse it too, and leave it as it was.
+		for _, args := range [][]string{{"get", "--dir", dir, "k"}, {"put", "--dir", dir, "k"}, {"stat", "--dir", dir}} {
+			if _, _, err := cli(t, []byte("v"), args...); !errors.Is(err, blobcache.ErrNotBlobCache) {
+				t.Errorf("%s: err = %v, want one wrapping ErrNotBlobCache", args[0], err)
+			}
+		}
+		sameSnapshot(t, "commands on a foreign directory", before, snapshot(t, dir))
+	})
+	t.Run("missing", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "nowhere")
+		if _, _, err := cli(t, nil, "verify", "--dir", dir); !errors.Is(err, blobcache.ErrNotBlobCache) {
+			t.Errorf("verify of a missing directory: err = %v, want one wrapping ErrNotBlobCache", err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("verify created %s", dir)
+		}
+	})
+}
+
+// TestBinary builds the command and runs the README's first command sequence through it, then
+// checks the exit statuses main turns run's errors into.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	exe := filepath.Join(t.TempDir(), "blobcache")
+	if out, err := exec.Command(goTool, "build", "-o", exe, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BLOBCACHE_DIR=") {
+			env = append(env, kv)
+		}
+	}
+	// blobcache runs the binary in cwd and returns its output and exit status.
+	blobcache := func(cwd string, stdin string, args ...string) (stdout, stderr string, status int) {
+		t.Helper()
+		cmd := exec.Command(exe, args...)
+		cmd.Dir = cwd
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			status = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("run %s: %v", strings.Join(args, " "), err)
+		}
+		return out.String(), errOut.String(), status
+	}
+	readme := func(t *testing.T, cwd string, dirArgs ...string) {
+		// echo "hello, blobcache" | blobcache put greeting && blobcache get greeting && blobcache stat
+		args := func(cmd string, rest ...string) []string {
+			return append(append([]string{cmd}, dirArgs...), rest...)
+		}
+		out, errOut, st := blobcache(cwd, "hello, blobcache\n", args("put", "greeting")...)
+		if st != 0 || out != "stored \"greeting\": 17 bytes\n" {
+			t.Fatalf("put: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+		out, errOut, st = blobcache(cwd, "", args("get", "greeting")...)
+		if st != 0 || out != "hello, blobcache\n" {
+			t.Fatalf("get: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+		out, errOut, st = blobcache(cwd, "", args("stat")...)
+		if st != 0 || !strings.Contains(out, "segments          1\n") || !strings.Contains(out, "blobs             1\n") ||
+			!strings.Contains(out, "bloom fill") {
+			t.Fatalf("stat: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+	}
+
+	t.Run("README-dir", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "cache")
+		readme(t, t.TempDir(), "--dir", dir)
+		if _, err := os.Stat(filepath.Join(dir, "BLOBCACHE")); err != nil {
+			t.Errorf("no identity file in --dir: %v", err)
+		}
+	})
+	t.Run("README-default-dir", func(t *testing.T) {
+		cwd := t.TempDir()
+		readme(t, cwd)
+		if _, err := os.Stat(filepath.Join(cwd, "blobcache-data", "BLOBCACHE")); err != nil {
+			t.Errorf("no cache in ./blobcache-data: %v", err)
+		}
+	})
+	t.Run("exit-status", func(t *testing.T) {
+		cwd, dir := t.TempDir(), t.TempDir()
+		if _, errOut, st := blobcache(cwd, "", "frobnicate", "--dir", dir); st != 2 || !strings.Contains(errOut, "usage") {
+			t.Errorf("unknown command: status %d, stderr %q", st, errOut)
+		}
+		if _, errOut, st := blobcache(cwd, "", "get", "--dir", dir, "missing"); st != 1 || !strings.Contains(errOut, "not found") {
+			t.Errorf("get of a missing key: status %d, stderr %q", st, errOut)
+		}
+		key, value := "k", "a value to damage on disk"
+		if _, errOut, st := blobcache(cwd, value, "put", "--dir", dir, key); st != 0 {
+			t.Fatalf("put: status %d, stderr %q", st, errOut)
+		}
+		if out, errOut, st := blobcache(cwd, "", "verify", "--dir", dir); st != 0 || !strings.HasSuffix(out, "; 0 corrupt\n") {
+			t.Errorf("verify of a clean cache: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+		flipValueByte(t, dir, key, []byte(value))
+		out, errOut, st := blobcache(cwd, "", "verify", "--dir", dir)
+		if st != 1 || !strings.Contains(out, "CORRUPT ") {
+			t.Errorf("verify of a damaged cache: status %d, stdout %q", st, out)
+		}
+		// verify has reported; main must not add "blobcache: exit status 1".
+		if strings.Contains(errOut, "exit status") {
+			t.Errorf("verify stderr ends with noise: %q", errOut)
+		}
+	})
+}
+
+// TestVerifyAfterOverwriteAndDelete: overwriting or deleting a blob frees its old record, whose
+// whole 4 KiB blocks are punched out once its segment is sealed. Those records are dead, not
+// damaged, so verify of such a cache must still pass.
+func TestVerifyAfterOverwriteAndDelete(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big := func(seed uint64) []byte { return binaryValue(64<<10, seed) }
+	mustCLI(t, big(1), "put", "--dir", dir, "overwritten")
+	mustCLI(t, big(2), "put", "--dir", dir, "deleted")
+	mustCLI(t, big(3), "put", "--dir", dir, "overwritten")
+	mustCLI(t, nil, "del", "--dir", dir, "deleted")
+	if got := mustCLI(t, nil, "get", "--dir", dir, "overwritten"); got != string(big(3)) {
+		t.Fatal("get after overwrite returned other bytes")
+	}
+	out, errOut, err := cli(t, nil, "verify", "--dir", dir)
+	if err != nil || !strings.HasSuffix(out, "; 0 corrupt\n") {
+		t.Errorf("verify after overwrite and delete: err = %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+}

@@ -1,0 +1,233 @@
+package blobcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// One file per blob (Options.PerBlobFiles), the seed's original strategy, kept for callers that
+// want the file system to manage space blob by blob. Each blob is a file holding one record
+// (the same header, key and value as in a segment) at
+//
+//	<dir>/blobs/<hh>/<hash>-<seq>.blob
+//
+// where hash is the key's 64-bit hash in hex (never the raw key), hh its top byte, and seq a
+// number that grows with every record written, so that names never repeat and FIFO order is seq
+// order. The index keeps seq in place of the segment location: Loc{Segment: seq>>32, Offset:
+// uint32(seq), Length}. Files are written by the flush workers under their final name with
+// O_EXCL (a new seq cannot clash), and made visible by the in-order commit, which also removes
+// the file of an overwritten or deleted blob. Opening lists the directories and reads no blob:
+// a torn file (a crash without Fsync) is caught when read, because reads of blob files always
+// check the value's CRC. Costs: an open and a close per read, a file per blob.
+
+const blobDir = "blobs"
+
+func seqLoc(seq uint64, length uint32) index.Loc {
+	return index.Loc{Segment: uint32(seq >> 32), Offset: uint32(seq), Length: length}
+}
+
+func locSeq(loc index.Loc) uint64 { return uint64(loc.Segment)<<32 | uint64(loc.Offset) }
+
+func (c *Cache) blobPath(h, seq uint64) string {
+	return filepath.Join(c.dir, blobDir, fmt.Sprintf("%02x", h>>56), fmt.Sprintf("%016x-%016x.blob", h, seq))
+}
+
+// parseBlobName parses "<hash>-<seq>.blob".
+func parseBlobName(name string) (h, seq uint64, ok bool) {
+	base, found := strings.CutSuffix(name, ".blob")
+	hs, ss, found2 := strings.Cut(base, "-")
+	if !found || !found2 || len(hs) != 16 || len(ss) != 16 {
+		return 0, 0, false
+	}
+	h, err1 := strconv.ParseUint(hs, 16, 64)
+	seq, err2 := strconv.ParseUint(ss, 16, 64)
+	return h, seq, err1 == nil && err2 == nil && h != 0
+}
+
+// blobSize is the disk space a blob file of n bytes takes, in whole blocks.
+func blobSize(n uint32) int64 { return alignUp(int64(n), vfs.DirectIOAlignment) }
+
+// openBlobFile opens the file of the blob at loc as a one-reader handle, or nil if it is gone.
+func (c *Cache) openBlobFile(h uint64, loc index.Loc) *segHandle {
+	f, err := c.opts.fs.OpenFile(c.blobPath(h, locSeq(loc)), os.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	s := &segHandle{f: f}
+	s.refs.Store(1)
+	return s
+}
+
+// writeBlobFiles writes each put of the batch to its own file. It runs on a flush worker.
+func (c *Cache) writeBlobFiles(j *flushJob) error {
+	fs := c.opts.fs
+	dirs := map[string]struct{}{}
+	for i, e := range j.b.Entries() {
+		if e.Kind != record.KindPut {
+			continue
+		}
+		path := c.blobPath(e.Hash, j.seqBase+uint64(i))
+		f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.WritevAt(j.b.Record(i), 0)
+		if err == nil && c.opts.Fsync {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		dirs[filepath.Dir(path)] = struct{}{}
+	}
+	if c.opts.Fsync {
+		for d := range dirs {
+			if err := fs.SyncDir(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commitBlobs applies a written batch in per-blob mode. It runs on the commit goroutine.
+func (c *Cache) commitBlobs(j *flushJob) {
+	dirs := map[string]struct{}{}
+	for i, e := range j.b.Entries() {
+		var old index.Loc
+		var had bool
+		switch e.Kind {
+		case record.KindPut:
+			seq := j.seqBase + uint64(i)
+			loc := seqLoc(seq, e.Length)
+			old, had = c.idx.Put(e.Hash, loc)
+			if c.opts.MaxSize > 0 {
+				c.fifo = append(c.fifo, fifoEntry{h: e.Hash, loc: loc})
+			}
+			c.diskBytes.Add(blobSize(e.Length))
+		case record.KindDelete:
+			old, had = c.idx.Delete(e.Hash)
+		}
+		if had {
+			dirs[filepath.Dir(c.blobPath(e.Hash, locSeq(old)))] = struct{}{}
+			c.removeBlob(e.Hash, old)
+		}
+	}
+	if c.opts.Fsync {
+		// A Delete that returned must not come back after a crash.
+		for d := range dirs {
+			_ = c.opts.fs.SyncDir(d)
+		}
+	}
+	c.stats.flushes.Add(1)
+	if c.opts.MaxSize > 0 {
+		c.evictBlobs(c.opts.MaxSize)
+	}
+}
+
+// forgetBlobFiles removes what a failed batch may have written.
+func (c *Cache) forgetBlobFiles(j *flushJob) {
+	for i, e := range j.b.Entries() {
+		if e.Kind == record.KindPut {
+			_ = c.opts.fs.Remove(c.blobPath(e.Hash, j.seqBase+uint64(i)))
+		}
+	}
+}
+
+func (c *Cache) removeBlob(h uint64, loc index.Loc) {
+	if err := c.opts.fs.Remove(c.blobPath(h, locSeq(loc))); err == nil || errors.Is(err, os.ErrNotExist) {
+		c.diskBytes.Add(-blobSize(loc.Length))
+	}
+}
+
+// fifoEntry is a blob file in write order, for eviction.
+type fifoEntry struct {
+	h   uint64
+	loc index.Loc
+}
+
+// evictBlobs removes the oldest blob files until the disk space is at most limit. Entries of
+// blobs overwritten or deleted since are skipped (their files are already gone).
+func (c *Cache) evictBlobs(limit int64) {
+	for c.diskBytes.Load() > limit && c.fifoHead < len(c.fifo) {
+		e := c.fifo[c.fifoHead]
+		c.fifoHead++
+		if cur, ok := c.idx.Get(e.h); ok && cur == e.loc {
+			c.idx.Delete(e.h)
+			c.removeBlob(e.h, e.loc)
+			c.stats.evictions.Add(1)
+			c.stats.evictedBytes.Add(uint64(blobSize(e.loc.Length)))
+		}
+	}
+	if c.fifoHead > 1024 && c.fifoHead > len(c.fifo)/2 {
+		c.fifo = append(c.fifo[:0:0], c.fifo[c.fifoHead:]...)
+		c.fifoHead = 0
+	}
+}
+
+// recoverBlobs rebuilds the index from the names of the blob files. Of several files of one
+// key (a crash between writing a new one and removing the old), the newest wins.
+func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
+	fs := c.opts.fs
+	root := filepath.Join(c.dir, blobDir)
+	type file struct {
+		h, seq uint64
+		size   int64
+	}
+	var files []file
+	for d := range 256 {
+		dir := filepath.Join(root, fmt.Sprintf("%02x", d))
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return bloom.Stamp{}, fmt.Errorf("blobcache: create %s: %w", dir, err)
+		}
+		ents, err := fs.ReadDir(dir)
+		if err != nil {
+			return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			h, seq, ok := parseBlobName(e.Name())
+			fi, err := e.Info()
+			if !ok || err != nil || e.IsDir() || fi.Size() > 1<<32-1 || int(h>>56) != d {
+				c.removeOrphan(filepath.Join(dir, e.Name()))
+				continue
+			}
+			files = append(files, file{h, seq, fi.Size()})
+		}
+	}
+	slices.SortFunc(files, func(a, b file) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	var maxSeq uint64
+	for _, f := range files {
+		loc := seqLoc(f.seq, uint32(f.size))
+		if old, had := c.idx.Put(f.h, loc); had {
+			c.removeBlob(f.h, old) // superseded by a newer file of the same key
+		}
+		if c.opts.MaxSize > 0 {
+			c.fifo = append(c.fifo, fifoEntry{h: f.h, loc: loc})
+		}
+		c.diskBytes.Add(blobSize(uint32(f.size)))
+		maxSeq = max(maxSeq, f.seq)
+	}
+	c.blobSeq.Store(maxSeq)
+	return bloom.Stamp{identityVersion, uint64(c.idx.Len()), maxSeq, 1}, nil
+}
