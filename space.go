@@ -127,6 +127,10 @@ func (c *Cache) reclaim() {
 	c.reclaimMu.Lock()
 	defer c.reclaimMu.Unlock()
 	for s := range c.toReclaim {
+		if s.refs.Load() == 0 {
+			delete(c.toReclaim, s) // evicted: the file is gone anyway
+			continue
+		}
 		if s.refs.Load() != 1 || !s.sealed.Load() {
 			// Readers in progress (or the segment is gone, refs 0); or the segment is still
 			// active, and a crash would have recovery scan it.
