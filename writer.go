@@ -36,7 +36,7 @@ type flushJob struct {
 	seal   bool // seal seg (no batch)
 	// seqBase is the seq of the batch's first record in per-blob mode.
 	seqBase uint64
-	err    error
+	err     error
 }
 
 type writer struct {
