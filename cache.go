@@ -50,6 +50,8 @@ type Cache struct {
 	fifo     []fifoEntry
 	fifoHead int
 
+	sealers sync.WaitGroup // seal goroutines (see seal)
+
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
 
@@ -81,6 +83,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}
+	o = c.opts // openDir adopts the directory's storage mode
 	switch o.Index {
 	case IndexSkipList:
 		c.idx = index.NewSkipList()
@@ -131,7 +134,7 @@ func (c *Cache) openDir() error {
 			}
 		}
 	}
-	lk, err := fs.Lock(filepath.Join(c.dir, lockFile))
+	lk, err := lockDir(fs, filepath.Join(c.dir, lockFile))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
 			return fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
@@ -140,20 +143,18 @@ func (c *Cache) openDir() error {
 	}
 	c.lock = lk
 	idPath := filepath.Join(c.dir, identityFile)
-	mode := identity{}.withMode(c.opts.PerBlobFiles)
 	if known {
 		b, err := readFile(fs, idPath)
 		var id identity
 		if err == nil {
 			id, err = decodeIdentity(b)
 		}
-		if err == nil && id.Flags&flagPerBlob != mode.Flags&flagPerBlob {
-			err = fmt.Errorf("%w: the cache was created with PerBlobFiles=%v", ErrInvalidOptions, id.Flags&flagPerBlob != 0)
-		}
 		if err != nil {
 			lk.Close()
 			return fmt.Errorf("blobcache: %s: %w", idPath, err)
 		}
+		// A cache keeps the storage mode it was created with.
+		c.opts.PerBlobFiles = id.Flags&flagPerBlob != 0
 	} else if err := writeFileAtomic(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
 		lk.Close()
 		return err
@@ -163,6 +164,20 @@ func (c *Cache) openDir() error {
 		return fmt.Errorf("blobcache: create %s: %w", c.segDir, err)
 	}
 	return nil
+}
+
+// lockDir takes the directory's lock. A lock just released can still be held for a moment by a
+// child process forked in between (it shares the open file until it execs), so a held lock is
+// retried for a short while before it is reported.
+func lockDir(fs vfs.FS, name string) (io.Closer, error) {
+	deadline := time.Now().Add(250 * time.Millisecond)
+	for {
+		lk, err := fs.Lock(name)
+		if err == nil || !errors.Is(err, vfs.ErrLocked) || time.Now().After(deadline) {
+			return lk, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // readFile reads a whole (small) file through the seam.
@@ -330,18 +345,23 @@ func (c *Cache) Delete(key []byte) error {
 	}
 	c.stats.deletes.Add(1)
 	if c.opts.Fsync {
-		c.w.drain()
+		return c.w.drain()
 	}
 	return nil
 }
 
 // Drain returns once every Put, UnsafePut and Delete that returned before the call is written
-// to a segment and in the index, and synced when Fsync is on.
-func (c *Cache) Drain() {
+// to a segment and in the index, and synced when Fsync is on. If a batch fails to write, its
+// blobs are forgotten; Flush reports that, as do the next Put and Stats.FlushErrors.
+func (c *Cache) Drain() { _ = c.Flush() }
+
+// Flush is Drain that returns an error wrapping ErrWriteFailed if a batch failed to write
+// meanwhile, and ErrClosed after Close.
+func (c *Cache) Flush() error {
 	if c.closed.Load() {
-		return
+		return ErrClosed
 	}
-	c.w.drain()
+	return c.w.drain()
 }
 
 // Close drains the write buffer, seals the active segment, saves the bloom filter and releases
@@ -350,8 +370,13 @@ func (c *Cache) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopBackground()
 		c.closed.Store(true)
+		failed := c.stats.flushErrors.Load()
 		c.w.close()
+		c.sealers.Wait()
 		var errs []error
+		if c.stats.flushErrors.Load() > failed {
+			errs = append(errs, c.w.lastError())
+		}
 		if err := c.saveBloom(); err != nil {
 			errs = append(errs, err)
 		}

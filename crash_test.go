@@ -20,6 +20,7 @@ func (c *Cache) crash() {
 	w.workers.Wait()
 	close(w.done)
 	w.wg.Wait()
+	c.sealers.Wait()
 	c.closeSegments()
 	c.lock.Close()
 }

@@ -35,14 +35,14 @@ type Options struct {
 	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	MaxSize int64
 
-	// SegmentSize is the size of each append-only segment file (default 256 MiB, at most 4 GiB,
+	// SegmentSize is the size of each append-only segment file (default 256 MiB, below 4 GiB,
 	// at least WriteBufferSize+1 MiB). Larger segments mean fewer files and coarser eviction.
 	SegmentSize int64
 
 	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
 	// seed's original strategy), instead of in segments: no hint footers, an open and close per
-	// read, eviction blob by blob in write order. Reads always check the value's CRC. A cache
-	// keeps the mode it was created with. Default off.
+	// read, eviction blob by blob in write order. Reads always check the value's CRC. It applies
+	// to a new directory: an existing cache keeps the mode it was created with. Default off.
 	PerBlobFiles bool
 
 	// Checksum stores a checksum of every blob (ChecksumHash of the value) in its record header.
@@ -111,7 +111,7 @@ const (
 	DefaultExpectedBlobs      = 1 << 20
 	DefaultBloomBitsPerKey    = 10
 	DefaultBloomMaxFPR        = 0.03
-	maxSegmentSize            = 4 << 30
+	maxSegmentSize            = segment.MaxSize
 )
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -154,7 +154,7 @@ func (o Options) Validate() error {
 	case o.WriteBufferSize < 64<<10:
 		return bad("WriteBufferSize %d is below 64 KiB", o.WriteBufferSize)
 	case o.SegmentSize < 0 || o.SegmentSize > maxSegmentSize:
-		return bad("SegmentSize %d is outside (0, 4 GiB]", o.SegmentSize)
+		return bad("SegmentSize %d is outside (0, 4 GiB)", o.SegmentSize)
 	case o.SegmentSize < o.WriteBufferSize+segment.HeaderSize+(1<<20):
 		return bad("SegmentSize %d must be at least WriteBufferSize (%d) + 1 MiB", o.SegmentSize, o.WriteBufferSize)
 	case o.MaxSize < 0:

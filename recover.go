@@ -90,11 +90,16 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, error) {
 			entries = append(entries, e)
 			return nil
 		})
-		switch {
-		case res.Torn:
+		if res.Err != nil && !isCorrupt(res.Err) {
+			// An I/O error, not damage: refuse to open rather than cut good records off.
+			f.Close()
+			return nil, fmt.Errorf("blobcache: recover %s: %w", path, res.Err)
+		}
+		if res.Torn {
 			c.stats.tornTails.Add(1)
-		case res.Err != nil:
-			c.stats.corrupt.Add(1)
+		}
+		if res.Err != nil {
+			c.stats.corrupt.Add(uint64(max(1, res.Skipped)))
 			c.noteCorruption(fmt.Errorf("%w: %w", ErrCorrupt, res.Err))
 		}
 		if _, err := segment.WriteFooter(f, entries, res.End, c.opts.Fsync); err != nil {

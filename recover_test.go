@@ -1,7 +1,6 @@
 package blobcache
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -190,10 +189,14 @@ func TestPerBlobRecoveryAndEviction(t *testing.T) {
 	if err != nil || len(res.Corrupt) != 0 || res.Records == 0 {
 		t.Fatalf("Verify: %+v, %v", res, err)
 	}
-	// Reopening in the other mode is refused.
-	if _, err := New(dir, small()...); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("segment mode on a per-blob cache: %v", err)
+	// A cache keeps the mode it was created with: opened without PerBlobFiles, it still reads
+	// its blob files.
+	c = open(t, dir, small()...)
+	defer c.Close()
+	if !c.opts.PerBlobFiles {
+		t.Fatal("the per-blob mode was not adopted from the directory")
 	}
+	expect(t, c, "k398", value("k398", 0, 5000))
 }
 
 func TestDeleteDurableWithFsync(t *testing.T) {

@@ -14,24 +14,47 @@ import (
 // space it takes (its preallocated size while active, its file size once sealed, less what was
 // punched out), and Cache.diskBytes is their sum.
 
-// seal writes the footer of segment s, whose records end at dataEnd. It runs on the commit
-// goroutine after every batch placed in s is committed.
+// seal writes the footer of segment s, whose records end at dataEnd. The commit goroutine calls
+// it once every batch placed in s is committed; the work runs on a goroutine of its own (Close
+// waits for it) so commits do not wait for the sync.
+//
+// The data is synced before the footer is written, Fsync or not: a footer on disk then always
+// describes data on disk, so a sealed segment, which recovery trusts without reading its values,
+// never holds torn values after a power loss.
 func (c *Cache) seal(s *segHandle, dataEnd int64) {
-	size, err := s.active.Seal(s.footer, dataEnd)
+	footer := s.footer
 	s.footer = nil
 	s.dataEnd = dataEnd
-	s.sealed.Store(true)
-	if err != nil {
-		// The segment stays readable; on the next open it is recovered by scanning.
-		c.stats.flushErrors.Add(1)
-		c.noteCorruption(fmt.Errorf("blobcache: seal segment %d: %w", s.id, err))
-		return
-	}
-	if fi, err := s.f.Stat(); err == nil {
-		size = vfs.AllocatedBytes(fi)
-	}
-	c.diskBytes.Add(size - s.disk.Swap(size))
-	c.reclaim()
+	c.sealers.Add(1)
+	go func() {
+		defer c.sealers.Done()
+		// Marked sealed even if the footer cannot be written, so eviction can still take it
+		// (the segment is then recovered by scanning on the next open).
+		defer s.sealed.Store(true)
+		size, err := int64(0), s.f.Sync()
+		if err == nil {
+			size, err = s.active.Seal(footer, dataEnd)
+		}
+		if err != nil {
+			err = fmt.Errorf("blobcache: seal segment %d: %w", s.id, err)
+			c.stats.flushErrors.Add(1)
+			c.noteCorruption(err)
+			c.w.mu.Lock()
+			c.w.lastErr = err
+			c.w.mu.Unlock()
+			return
+		}
+		if fi, err := s.f.Stat(); err == nil {
+			size = vfs.AllocatedBytes(fi)
+		}
+		c.segs.mu.Lock()
+		if c.segs.table.Load().get(s.id) == s {
+			c.diskBytes.Add(size - s.disk.Swap(size))
+		}
+		c.segs.mu.Unlock()
+		s.sealed.Store(true)
+		c.reclaim() // records freed while s was active may be punched now
+	}()
 }
 
 // evict removes the oldest sealed segments, whole, until the disk space is at most limit.
@@ -141,18 +164,25 @@ func (c *Cache) reclaim() {
 		s.mu.punches = nil
 		s.mu.Unlock()
 		delete(c.toReclaim, s)
-		if !s.tryRef() {
-			continue
+		c.punch(s, punches)
+	}
+}
+
+// punch punches out freed ranges of s and takes them off the space counters, unless s was
+// evicted meanwhile (its space was then counted off whole).
+func (c *Cache) punch(s *segHandle, punches [][2]int64) {
+	c.segs.mu.Lock()
+	defer c.segs.mu.Unlock()
+	if c.segs.table.Load().get(s.id) != s {
+		return
+	}
+	for _, p := range punches {
+		if err := s.f.PunchHole(p[0], p[1]); err != nil {
+			return // unsupported or failing: the space comes back on eviction
 		}
-		for _, p := range punches {
-			if err := s.f.PunchHole(p[0], p[1]); err != nil {
-				break // unsupported or failing: the space comes back on eviction
-			}
-			s.disk.Add(-p[1])
-			c.diskBytes.Add(-p[1])
-			c.stats.punchedBytes.Add(uint64(p[1]))
-		}
-		s.unref()
+		s.disk.Add(-p[1])
+		c.diskBytes.Add(-p[1])
+		c.stats.punchedBytes.Add(uint64(p[1]))
 	}
 }
 

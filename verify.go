@@ -26,6 +26,7 @@ func (c Corruption) String() string { return fmt.Sprintf("%s offset %d: %v", c.F
 type VerifyResult struct {
 	Segments int
 	Records  int   // records whose header, key and value checked out
+	Freed    int   // overwritten or deleted records whose blocks the cache punched out
 	Bytes    int64 // bytes of segment files read
 	Corrupt  []Corruption
 }
@@ -151,6 +152,10 @@ func verifySegment(fs vfs.FS, dir string, id uint32, res *VerifyResult) (int64, 
 			return size, fmt.Errorf("read offset %d: %w", e.Offset, err)
 		}
 		if err := checkRecord(b, e); err != nil {
+			if errors.Is(err, ErrChecksumMismatch) && freedRecord(f, e) {
+				res.Freed++
+				continue
+			}
 			res.Corrupt = append(res.Corrupt, Corruption{File: path, Offset: int64(e.Offset), Err: err})
 			continue
 		}
@@ -175,4 +180,16 @@ func checkRecord(b []byte, e record.Entry) error {
 		}
 	}
 	return nil
+}
+
+// freedRecord reports whether the blocks of record e past its header and longest key are a hole:
+// the cache punched them out when the blob was overwritten or deleted (see Cache.freeRecord).
+func freedRecord(f vfs.File, e record.Entry) bool {
+	from := alignUp(int64(e.Offset)+record.HeaderSize+record.MaxKeyLen, vfs.DirectIOAlignment)
+	to := alignDown(int64(e.Offset)+int64(e.Length), vfs.DirectIOAlignment)
+	if to <= from {
+		return false
+	}
+	hole, ok := vfs.IsHole(f, from, to-from)
+	return ok && hole
 }

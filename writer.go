@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type writer struct {
 	allocated int
 	closed    bool
 	failErr   error // a flush error not yet reported to a caller
+	lastErr   error // the last flush error
 	nextSeq   uint64
 	active    *segHandle // segment that new batches are placed in
 	activeEnd int64      // where the next batch goes in active
@@ -172,7 +174,8 @@ func (w *writer) cut() error {
 			w.dropLive(b)
 			w.recycle(b)
 			w.c.stats.flushErrors.Add(1)
-			return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+			w.lastErr = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
+			return w.lastErr
 		}
 	}
 	w.nextSeq++
@@ -214,8 +217,10 @@ func (w *writer) rotate() error {
 	return nil
 }
 
-// drain cuts the open batch and waits until everything cut so far is committed.
-func (w *writer) drain() {
+// drain cuts the open batch and waits until everything cut so far is committed. It returns an
+// error wrapping ErrWriteFailed if a batch failed to write meanwhile.
+func (w *writer) drain() error {
+	before := w.c.stats.flushErrors.Load()
 	w.mu.Lock()
 	if err := w.cut(); err != nil && w.failErr == nil {
 		w.failErr = err
@@ -223,6 +228,20 @@ func (w *writer) drain() {
 	target := w.nextSeq
 	w.mu.Unlock()
 	w.waitCommitted(target)
+	if w.c.stats.flushErrors.Load() == before {
+		return nil
+	}
+	return w.lastError()
+}
+
+// lastError is the last flush error, wrapped in ErrWriteFailed.
+func (w *writer) lastError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if errors.Is(w.lastErr, ErrWriteFailed) {
+		return w.lastErr
+	}
+	return fmt.Errorf("%w: %w", ErrWriteFailed, w.lastErr)
 }
 
 func (w *writer) waitCommitted(seq uint64) {
@@ -297,6 +316,7 @@ func (w *writer) commit(j *flushJob) {
 		}
 		w.mu.Lock()
 		w.failErr = j.err
+		w.lastErr = j.err
 		w.mu.Unlock()
 	} else if c.opts.PerBlobFiles {
 		c.commitBlobs(j)

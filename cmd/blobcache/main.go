@@ -196,7 +196,8 @@ func verify(dir string, stdout, stderr io.Writer) error {
 	for _, c := range res.Corrupt {
 		fmt.Fprintf(stdout, "CORRUPT %s offset %d: %v\n", filepath.Base(c.File), c.Offset, c.Err)
 	}
-	fmt.Fprintf(stdout, "verified %d segments, %d records, %s; %d corrupt\n", res.Segments, res.Records, human(res.Bytes), len(res.Corrupt))
+	fmt.Fprintf(stdout, "verified %d segments, %d records (%d freed records skipped), %s; %d corrupt\n",
+		res.Segments, res.Records, res.Freed, human(res.Bytes), len(res.Corrupt))
 	if len(res.Corrupt) > 0 {
 		return exitError(1)
 	}

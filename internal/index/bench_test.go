@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,20 +34,22 @@ var (
 	benchHits   = benchKeys(1, benchN)
 	benchMisses = benchKeys(2, benchN) // disjoint from benchHits (2^-24 odds otherwise)
 
-	// benchFull caches one read-only index of the benchHits per implementation, so that -count=5
-	// builds each once.
+	// benchFull caches one read-only index per implementation and size, so that -count=5 builds
+	// each once.
 	benchFullMu sync.Mutex
 	benchFull   = map[string]Index{}
 )
 
-func fullIndex(b *testing.B, name string, newIdx func() Index) Index {
+// fullIndex returns an index of the first n benchHits.
+func fullIndex(name string, newIdx func() Index, n int) Index {
 	benchFullMu.Lock()
 	defer benchFullMu.Unlock()
-	if idx, ok := benchFull[name]; ok {
+	key := fmt.Sprint(name, n)
+	if idx, ok := benchFull[key]; ok {
 		return idx
 	}
-	idx := fill(newIdx(), benchHits)
-	benchFull[name] = idx
+	idx := fill(newIdx(), benchHits[:n])
+	benchFull[key] = idx
 	return idx
 }
 
@@ -57,25 +60,32 @@ func fill(idx Index, keys []uint64) Index {
 	return idx
 }
 
-// BenchmarkGet looks up keys of a 1M-entry index in random order: hit (present), miss (absent).
+// BenchmarkGet looks up keys in random order: hit (present), miss (absent), in an index of 1M
+// entries (the figure that matters) and of 4K (fits in the CPU caches: the cost without misses).
 func BenchmarkGet(b *testing.B) {
 	for _, im := range benchImpls {
-		for _, tc := range []struct {
+		for _, size := range []struct {
 			name string
-			keys []uint64
-			want bool
-		}{{"hit", benchHits, true}, {"miss", benchMisses, false}} {
-			b.Run(im.name+"/"+tc.name, func(b *testing.B) {
-				idx := fullIndex(b, im.name, im.new)
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if _, ok := idx.Get(tc.keys[i&(benchN-1)]); ok != tc.want {
-						b.Fatal("wrong answer")
+			n    int
+		}{{"1M", benchN}, {"4K", 4096}} {
+			for _, tc := range []struct {
+				name string
+				keys []uint64
+				want bool
+			}{{"hit", benchHits, true}, {"miss", benchMisses, false}} {
+				b.Run(im.name+"/"+size.name+"/"+tc.name, func(b *testing.B) {
+					idx := fullIndex(im.name, im.new, size.n)
+					b.ReportAllocs()
+					mask := size.n - 1
+					i := 0
+					for b.Loop() {
+						if _, ok := idx.Get(tc.keys[i&mask]); ok != tc.want {
+							b.Fatal("wrong answer")
+						}
+						i++
 					}
-					i++
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -84,7 +94,7 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkGetParallel(b *testing.B) {
 	for _, im := range benchImpls {
 		b.Run(im.name, func(b *testing.B) {
-			idx := fullIndex(b, im.name, im.new)
+			idx := fullIndex(im.name, im.new, benchN)
 			var start atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -6,7 +6,8 @@
 // never a wrong blob. Two implementations share the Index interface:
 //
 //   - HashTable, the default: 256 pointer-free open-addressing shards, 20 bytes per slot and
-//     23-29 bytes per entry at any size, so the garbage collector never scans it.
+//     23-29 bytes per entry from a few hundred thousand entries up (an empty one holds 72 KiB),
+//     and the garbage collector never scans it.
 //   - SkipList (WithSkipmapIndex): an ordered skip list with lock-free reads, about 64 bytes
 //     per entry, all of it pointers the garbage collector walks.
 //
@@ -21,4 +22,12 @@
 // lock across the whole walk, so it is weakly consistent: entries present from its start to its
 // end are seen exactly once, others may or may not be. Range's fn must not call back into the
 // index.
+//
+// Measured (2-vCPU Xeon VM shared with other jobs, Go 1.26, linux/amd64; medians of 5 runs of
+// go test -run xxx -bench . -benchmem -count=5 ./internal/index/, and go test -run
+// TestMemoryPerEntry -v): at 1M entries a HashTable Get costs about 110 ns on a hit and 90 ns on
+// a miss, 0 allocs (16 and 24 ns at 4K entries, in cache: the rest is cache and TLB misses); a
+// SkipList Get 3 to 5 us (93 ns at 4K). HashTable holds 24.9, 27.3, 28.0, 26.2, 26.4 bytes per
+// entry at 1M..5M (23.5 at 5M when pre-sized), by MemoryBytes and by the heap alike; SkipList
+// holds 64.4.
 package index

@@ -36,20 +36,22 @@ const (
 // alone, 8 per cache line, and reads locs once, on a hit.
 //
 // Memory against probe length: a shard grows when its load would pass 7/8, by 1.25x, so its load
-// stays in [0.7, 0.875] and the table costs 20/0.875 = 22.9 to 20/0.7 = 28.6 bytes per entry at
-// every size (doubling would swing between 22.9 and 45.7). The price is long probes near the top
-// of that band: with linear probing a hit reads about (1+1/(1-a))/2 slots, 4.5 at a = 0.875, and a
-// miss about (1+1/(1-a)^2)/2, 32.5 at a = 0.875, that is four or five cache lines of hashes read in
-// sequence (TestProbeLengths measures them). Hits stay short, and most misses never reach the index:
-// the cache's bloom filter answers them first. An insert is a miss too, and growing by 1.25x
-// rehashes each entry about 5 times over the table's life instead of about 2; both are paid on the
-// write path, which is batched behind segment writes.
+// stays between 0.7 (just grown; the allocator's rounding, see allocWords, moves that by a few
+// percent) and 0.875, and the table costs 20/0.875 = 22.9 to about 20/0.7 = 28.6 bytes per entry
+// at every size; doubling would swing between 22.9 and 45.7. TestMemoryPerEntry checks <= 29 from
+// 1M to 5M entries. The price is long probes near the top of that band: with linear probing a hit
+// reads about (1+1/(1-a))/2 slots, 4.5 at a = 0.875, and a miss about (1+1/(1-a)^2)/2, 32.5 at
+// a = 0.875, that is four or five cache lines of hashes read in sequence (TestProbeLengths
+// measures both). Hits stay short, and most misses never reach the index: the cache's bloom filter
+// answers them first. An insert is a miss too, and growing by 1.25x moves each entry about 4 times
+// over the table's life instead of once; both are paid on the write path, which is batched behind
+// segment writes, and a capacity hint avoids the moves.
 type HashTable struct {
 	shards [numShards]shard
 }
 
-// shard pads a shardTable to whole cache lines, so that writers on neighbouring shards do not
-// invalidate each other's lock word.
+// shard pads a shardTable to whole cache lines, so that calls on neighbouring shards do not
+// contend for one line (even RLock writes the lock word).
 type shard struct {
 	mu shardTable
 	_  [(cacheLine - unsafe.Sizeof(shardTable{})%cacheLine) % cacheLine]byte
@@ -232,7 +234,7 @@ func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
 		s.locs[i] = loc
 		return old, true
 	}
-	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadDen {
+	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
 		s.resize(c * growNum / growDen)
 		i, _ = s.find(h)
 	}
@@ -307,7 +309,8 @@ const (
 // allocWords returns the buffer size, in 8-byte words, for about c slots. Above maxSmallAlloc it
 // rounds to the nearest whole page rather than up: rounding up would make a shard of 2048 slots
 // (5 pages) grow to 7 pages, 1.4x, and leave it at 0.62 load, 32 bytes per entry. Rounding down
-// never undoes a growth step: there a step is 0.25*c >= 410 slots, a page is 410 slots.
+// never undoes a growth step: it loses at most half a page, 205 slots, and a step that reaches
+// this size adds more than 327 (0.25 of a capacity above 1311).
 func allocWords(c int) int {
 	b := c * slotBytes
 	if b > maxSmallAlloc {

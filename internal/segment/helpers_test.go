@@ -237,12 +237,21 @@ func wantCorruption(t testing.TB, res ScanResult, name string, off int64, want e
 	if res.Torn {
 		t.Fatalf("Scan reported a torn tail, want corruption at %d (%v)", off, res.Err)
 	}
+	if res.End != off {
+		t.Fatalf("scan ends at %d, want the corruption at %d", res.End, off)
+	}
+	wantCorruptionAt(t, res, name, off, want)
+}
+
+// wantCorruptionAt is wantCorruption for a scan that went on past the damage.
+func wantCorruptionAt(t testing.TB, res ScanResult, name string, off int64, want error) {
+	t.Helper()
 	var ce *CorruptionError
 	if !errors.As(res.Err, &ce) || !errors.Is(res.Err, ErrCorrupt) || !errors.Is(res.Err, want) {
 		t.Fatalf("Scan error = %v, want a CorruptionError wrapping %v", res.Err, want)
 	}
-	if ce.Offset != off || ce.File != name || res.End != off {
-		t.Fatalf("corruption at %s:%d (End %d), want %s:%d", ce.File, ce.Offset, res.End, name, off)
+	if ce.Offset != off || ce.File != name {
+		t.Fatalf("corruption at %s:%d, want %s:%d", ce.File, ce.Offset, name, off)
 	}
 	msg := res.Err.Error()
 	if !strings.Contains(msg, name) || !strings.Contains(msg, fmt.Sprint(off)) {

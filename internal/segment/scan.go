@@ -18,6 +18,10 @@ type ScanResult struct {
 	Records int
 	// Torn says the scan stopped at what a crash leaves behind; see Scan.
 	Torn bool
+	// Skipped counts damaged records the scan stepped over: their header and key checked but
+	// their value did not (Err describes the first). Records freed by the cache (their blocks
+	// punched out) are stepped over without being counted.
+	Skipped int
 	// Err is the corruption (a *CorruptionError naming file, offset and
 	// both checksums), read error or fn error that stopped the scan.
 	Err error
@@ -60,9 +64,9 @@ const (
 //
 // The zero-sector rule can take a damaged record whose value holds a whole
 // zero sector for a torn one; either way the records after it are lost.
-func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key []byte) error) ScanResult {
+func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key []byte) error) (res ScanResult) {
 	s := &scanner{f: f, name: f.Name(), size: size}
-	res := ScanResult{End: HeaderSize}
+	res = ScanResult{End: HeaderSize}
 	if size < HeaderSize {
 		res.End = size
 		res.Err = corruptionf(s.name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
@@ -73,6 +77,14 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 	// first is the first entry, enough to tell whether a footer may follow
 	// the records; see footerAt.
 	var first record.Entry
+	// bad holds damaged records stepped over since the last good one: damage if a good record
+	// follows, part of a torn tail if the scan ends in one.
+	var bad []skip
+	defer func() {
+		if !res.Torn && res.Err == nil {
+			s.tailSkips(&res, bad)
+		}
+	}()
 	off := int64(HeaderSize)
 	for off < size {
 		b, err := s.window(off, min(size-off, record.HeaderSize+record.MaxKeyLen))
@@ -102,9 +114,23 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 				return res
 			}
 			if crc != h.ValueCRC {
-				s.stop(&res, off, fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc), h, first)
-				return res
+				// The header and key check, so the record's length can be trusted: step over
+				// it and go on, so one bad value (or a record the cache freed) does not cost
+				// the records after it.
+				freed, err := s.freed(off, end)
+				if err != nil {
+					res.Err = err
+					return res
+				}
+				if !freed {
+					bad = append(bad, skip{off, end, corruption(s.name, off,
+						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc))})
+				}
+				off = end
+				continue
 			}
+			s.countSkips(&res, bad)
+			bad = bad[:0]
 			e := record.Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: h.Kind, Flags: h.Flags}
 			if err := fn(e, h, key); err != nil {
 				res.Err = err
@@ -298,4 +324,64 @@ func (s *scanner) entriesBefore(off int64, n int) ([]record.Entry, error) {
 		return nil, nil
 	}
 	return entries, nil
+}
+
+// skip is a damaged record the scan stepped over.
+type skip struct {
+	off, end int64
+	err      error
+}
+
+// countSkips records damaged records followed by a good one as corruption.
+func (s *scanner) countSkips(res *ScanResult, bad []skip) {
+	if len(bad) == 0 {
+		return
+	}
+	res.Skipped += len(bad)
+	if res.Err == nil {
+		res.Err = bad[0].err
+	}
+}
+
+// tailSkips classifies damaged records at the very end of the scanned data: one that holds a
+// zero sector is what a crash leaves (torn); others are corruption.
+func (s *scanner) tailSkips(res *ScanResult, bad []skip) {
+	for i, b := range bad {
+		zero, err := s.zeroSector(b.off, b.end)
+		if err != nil {
+			res.Err = err
+			return
+		}
+		if zero {
+			s.countSkips(res, bad[:i])
+			res.Torn = true
+			return
+		}
+	}
+	s.countSkips(res, bad)
+}
+
+// freed reports whether the record [off, end) was freed by the cache: every whole block past
+// its header and longest key is a hole (punched out), as Cache.freeRecord leaves it. A file
+// that cannot report holes counts blocks of zeros instead.
+func (s *scanner) freed(off, end int64) (bool, error) {
+	const block = vfs.DirectIOAlignment
+	from := (off + record.HeaderSize + record.MaxKeyLen + block - 1) / block * block
+	to := end / block * block
+	if to <= from {
+		return false, nil
+	}
+	if hole, ok := vfs.IsHole(s.f, from, to-from); ok {
+		return hole, nil
+	}
+	for pos := from; pos < to; pos += int64(len(s.buf)) {
+		b, err := s.window(pos, min(to-pos, int64(len(s.buf))))
+		if err != nil {
+			return false, err
+		}
+		if !record.IsZero(b) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -297,11 +297,12 @@ func TestScanPadsAndLargeValues(t *testing.T) {
 	if _, err := f.WriteAt([]byte{big[len(big)-10] ^ 0x01}, bigOff+int64(want[1].Length)-10); err != nil {
 		t.Fatal(err)
 	}
+	// The record's header checks, so the scan steps over it and keeps the ones after it.
 	res = Scan(f, fileSize(t, f), func(record.Entry, record.Header, []byte) error { return nil })
-	if res.Records != 1 {
-		t.Fatalf("Scan after a flip in the big value handed over %d records, want 1", res.Records)
+	if res.Records != len(recs)-1 || res.Skipped != 1 {
+		t.Fatalf("Scan after a flip in the big value: %d records, %d skipped; want %d and 1", res.Records, res.Skipped, len(recs)-1)
 	}
-	wantCorruption(t, res, f.Name(), bigOff, record.ErrValueChecksum)
+	wantCorruptionAt(t, res, f.Name(), bigOff, record.ErrValueChecksum)
 }
 
 func TestScanCallbackError(t *testing.T) {
@@ -438,6 +439,15 @@ func TestCorruption(t *testing.T) {
 			}
 			var got scanned
 			res := Scan(f, size, got.fn(t, f))
+			if errors.Is(tc.want, record.ErrValueChecksum) {
+				// A damaged value under a good header is stepped over.
+				if res.Records != len(entries)-1 || res.Skipped != 1 {
+					t.Fatalf("Scan: %d records, %d skipped; want all %d but the damaged one", res.Records, res.Skipped, len(entries)-1)
+				}
+				sameEntries(t, got.entries, append(append([]record.Entry(nil), entries[:4]...), entries[5:]...))
+				wantCorruptionAt(t, res, f.Name(), victim, tc.want)
+				return
+			}
 			if res.Records != 4 {
 				t.Fatalf("Scan handed over %d records, want the 4 before the flip", res.Records)
 			}
@@ -724,4 +734,29 @@ func TestDirect(t *testing.T) {
 		t.Fatalf("dataEnd %d, want %d", gotEnd, dataEnd)
 	}
 	sameEntries(t, entries, all)
+}
+
+// TestScanStepsOverFreedRecords: a record whose blocks the cache punched out (it was
+// overwritten or deleted) is stepped over silently, and the records after it are kept.
+func TestScanStepsOverFreedRecords(t *testing.T) {
+	recs := []rec{
+		{record.KindPut, []byte("a"), bytes.Repeat([]byte{1}, 100)},
+		{record.KindPut, []byte("freed"), bytes.Repeat([]byte{2}, 40<<10)},
+		{record.KindPut, []byte("c"), bytes.Repeat([]byte{3}, 100)},
+	}
+	data, entries, end := layout(recs)
+	_, a := writeUnsealed(t, data, 1<<20)
+	f := a.File()
+	const block = vfs.DirectIOAlignment
+	from := (int64(entries[1].Offset) + record.HeaderSize + record.MaxKeyLen + block - 1) / block * block
+	to := (int64(entries[1].Offset) + int64(entries[1].Length)) / block * block
+	if err := f.PunchHole(from, to-from); err != nil {
+		t.Fatal(err)
+	}
+	var got scanned
+	res := Scan(f, fileSize(t, f), got.fn(t, f))
+	if res.Records != 2 || res.Skipped != 0 || res.Err != nil || res.End != end {
+		t.Fatalf("Scan = %+v, want 2 records, nothing skipped, End %d", res, end)
+	}
+	sameEntries(t, got.entries, []record.Entry{entries[0], entries[2]})
 }

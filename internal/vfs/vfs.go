@@ -192,3 +192,22 @@ func (f *osFile) PunchHole(off, n int64) error                   { return f.punc
 // The embedded *os.File supplies ReadAt, WriteAt, Close, Name, Truncate and
 // Stat.
 var _ File = (*osFile)(nil)
+
+// dataSeeker is implemented by files that can find data past holes (lseek SEEK_DATA).
+type dataSeeker interface {
+	seekData(off int64) (int64, error)
+}
+
+// IsHole reports whether the n bytes of f at off hold no data (a hole, such as PunchHole
+// leaves). ok is false when f cannot tell.
+func IsHole(f File, off, n int64) (hole, ok bool) {
+	ds, can := f.(dataSeeker)
+	if !can {
+		return false, false
+	}
+	next, err := ds.seekData(off)
+	if err != nil {
+		return false, false
+	}
+	return next >= off+n, true
+}

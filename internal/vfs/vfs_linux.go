@@ -216,3 +216,22 @@ func advance(bufs [][]byte, n int) [][]byte {
 	}
 	return out
 }
+
+// seekData returns the offset of the first data at or after off; past the last data it returns
+// the file size (ENXIO from lseek).
+func (f *osFile) seekData(off int64) (int64, error) {
+	var next int64
+	err := f.control("lseek", func(fd int) error {
+		var err error
+		next, err = unix.Seek(fd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			fi, serr := f.File.Stat()
+			if serr != nil {
+				return serr
+			}
+			next, err = fi.Size(), nil
+		}
+		return err
+	})
+	return next, err
+}

@@ -1,0 +1,472 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
+)
+
+// Fault tests: faults injected through the file-system seam (internal/vfs/errorfs) and bytes
+// damaged on disk. What every one of them checks is the promise of the cache: a Get returns the
+// exact value last written for the key, or a miss, or an error; never another value. On top of
+// that each checks that the fault reaches the caller as an error, is counted, and leaves the cache
+// usable and the data it did not touch intact.
+
+// outcome is what a read of one key gave.
+type outcome int
+
+const (
+	hit outcome = iota
+	miss
+	readErr
+)
+
+func (o outcome) String() string { return [...]string{"hit", "miss", "error"}[o] }
+
+// lookup reads key whole with Get and, when it hits, with ReadAt too, and returns what it got.
+// A hit that returns bytes other than one of allowed fails the test.
+func lookup(t testing.TB, c *Cache, key string, allowed ...[]byte) outcome {
+	t.Helper()
+	r, ok := c.Get([]byte(key))
+	if !ok {
+		return miss
+	}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		return readErr
+	}
+	for _, a := range allowed {
+		if a != nil && bytes.Equal(got, a) {
+			p := make([]byte, len(a))
+			n, err := c.ReadAt([]byte(key), p, 0)
+			if err == nil && (n != len(a) || !bytes.Equal(p, a)) {
+				t.Fatalf("ReadAt(%q): %d bytes that differ from the value Get returned", key, n)
+			}
+			return hit
+		}
+	}
+	t.Fatalf("Get(%q): a lie: %d bytes that are none of the %d allowed values", key, len(got), len(allowed))
+	return hit
+}
+
+// faultyFS returns an errorfs over the OS file system.
+func faultyFS() *errorfs.FS { return errorfs.New(vfs.Default, 1) }
+
+// putKeys puts n keys prefix0..prefix<n-1> at version ver and returns their values.
+func putKeys(t testing.TB, c *Cache, prefix string, n, ver, size int) map[string][]byte {
+	t.Helper()
+	vals := make(map[string][]byte, n)
+	for i := range n {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		v := value(k, ver, size+i)
+		if err := c.Put([]byte(k), v); err != nil {
+			t.Fatalf("Put(%s): %v", k, err)
+		}
+		vals[k] = v
+	}
+	return vals
+}
+
+// expectAll checks that every key holds exactly its value.
+func expectAll(t testing.TB, c *Cache, vals map[string][]byte) {
+	t.Helper()
+	for k, v := range vals {
+		expect(t, c, k, v)
+	}
+}
+
+// TestWriteFaults: a batch write that fails (ENOSPC, EIO, a short write) or a batch sync that
+// fails (with Fsync) is reported to a caller as ErrWriteFailed wrapping the I/O error, is
+// counted, forgets only the blobs of its batch, and leaves the cache usable; what was drained
+// before is intact, before and after a reopen.
+func TestWriteFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault errorfs.Fault
+		opts  []Option
+	}{
+		{"enospc", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Err: syscall.ENOSPC, Times: 1}, nil},
+		{"eio", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, nil},
+		{"short write", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Action: errorfs.Short, Keep: -1, Times: 1}, nil},
+		{"eio direct", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, []Option{WithDirectIOWrites()}},
+		{"fsync eio", errorfs.Fault{Ops: errorfs.OpSync, Name: "*.seg", Times: 1}, []Option{WithFsync(true)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := faultyFS()
+			dir := t.TempDir()
+			opts := small(append([]Option{withFS(fs)}, tc.opts...)...)
+			c := open(t, dir, opts...)
+			base := putKeys(t, c, "base", 50, 0, 2000)
+			c.Drain()
+			fault := fs.Add(&tc.fault)
+			lost := putKeys(t, c, "lost", 10, 0, 1500) // new keys: their batch fails
+			c.Drain()
+			if fault.Injected() != 1 {
+				t.Fatalf("fault injected %d times", fault.Injected())
+			}
+			err := c.Put([]byte("next"), []byte("v"))
+			if !errors.Is(err, ErrWriteFailed) || !errors.Is(err, tc.fault.Err) && tc.fault.Err != nil {
+				t.Fatalf("Put after a failed flush: %v", err)
+			}
+			if tc.fault.Err == nil && !errors.Is(err, syscall.EIO) {
+				t.Fatalf("Put after a failed flush: %v, want EIO inside", err)
+			}
+			if st := c.Stats(); st.FlushErrors == 0 {
+				t.Fatal("flush error not counted")
+			}
+			// The error is reported once; the cache goes on.
+			more := putKeys(t, c, "more", 20, 0, 1800)
+			c.Drain()
+			expectAll(t, c, base)
+			expectAll(t, c, more)
+			for k, v := range lost {
+				lookup(t, c, k, v)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			c = open(t, dir, opts...)
+			defer c.Close()
+			expectAll(t, c, base)
+			expectAll(t, c, more)
+			for k, v := range lost {
+				lookup(t, c, k, v)
+			}
+		})
+	}
+}
+
+// TestReadFaults: an I/O error or a short read under a Get, a ReadAt or a stream is an error
+// from the reader (counted), never bytes; a bit flipped on the way from the disk is a miss (in a
+// header or key) or ErrChecksumMismatch (in a value, with VerifyOnRead). When the fault is
+// gone the same keys read back exactly.
+func TestReadFaults(t *testing.T) {
+	fs := faultyFS()
+	dir := t.TempDir()
+	c := open(t, dir, withFS(fs), WithWriteBufferSize(4<<20), WithSegmentSize(16<<20), WithVerifyOnRead(true))
+	defer c.Close()
+	vals := putKeys(t, c, "k", 20, 0, 3000)
+	big := value("big", 0, 3<<20) // streamed: read in pieces after the first read
+	if err := c.Put([]byte("big"), big); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+
+	for _, tc := range []struct {
+		name  string
+		fault errorfs.Fault
+		want  outcome
+	}{
+		{"eio", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg"}, readErr},
+		{"short", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Action: errorfs.Short, Keep: 10}, readErr},
+		// The first record starts at 4096: flip its kind byte, a key byte, a value byte.
+		{"flip kind", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Action: errorfs.Flip, Off: segment.HeaderSize + 2, Len: 1}, miss},
+		{"flip key", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Action: errorfs.Flip, Off: segment.HeaderSize + record.HeaderSize, Len: 1}, miss},
+		{"flip value", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Action: errorfs.Flip, Off: segment.HeaderSize + record.HeaderSize + 2 + 100, Len: 1, Mask: 0x10}, readErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := c.Stats()
+			fault := fs.Add(&tc.fault)
+			if got := lookup(t, c, "k0", vals["k0"]); got != tc.want {
+				t.Fatalf("Get: %v, want %v", got, tc.want)
+			}
+			n, err := c.ReadAt([]byte("k0"), make([]byte, len(vals["k0"])), 0)
+			switch tc.want {
+			case miss:
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("ReadAt: %d, %v; want ErrNotFound", n, err)
+				}
+			case readErr:
+				if err == nil || errors.Is(err, ErrNotFound) {
+					t.Fatalf("ReadAt: %d, %v; want an error", n, err)
+				}
+			}
+			fs.Drop(fault)
+			if fault.Injected() == 0 {
+				t.Fatal("no fault injected")
+			}
+			after := c.Stats()
+			if after.ReadErrors+after.CorruptRecord == before.ReadErrors+before.CorruptRecord {
+				t.Fatalf("fault not counted: %+v", after)
+			}
+			if tc.want == miss && after.LastCorruption == "" {
+				t.Fatal("no LastCorruption")
+			}
+			expectAll(t, c, vals)
+		})
+	}
+
+	t.Run("stream", func(t *testing.T) {
+		// The first read of a big blob brings its first 256 KiB; fail a later one.
+		fault := fs.Add(&errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Skip: 2})
+		r, ok := c.Get([]byte("big"))
+		if !ok {
+			t.Fatal("miss")
+		}
+		got, err := io.ReadAll(r)
+		fs.Drop(fault)
+		if err == nil || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("stream under EIO: %d bytes, %v", len(got), err)
+		}
+		if !bytes.Equal(got, big[:len(got)]) {
+			t.Fatal("the bytes delivered before the error are wrong")
+		}
+		expect(t, c, "big", big)
+	})
+}
+
+// TestOpenFaults: an I/O error while opening (identity file, directory listing, footer, bloom.dat)
+// fails New with an error that says so, or (bloom.dat) is worked around; the directory is left
+// as it was, and a later open without the fault finds every blob.
+func TestOpenFaults(t *testing.T) {
+	fs := faultyFS()
+	dir := t.TempDir()
+	opts := small(withFS(fs))
+	c := open(t, dir, opts...)
+	vals := putKeys(t, c, "k", 1500, 0, 4000) // several sealed segments
+	c.Close()
+	for _, tc := range []struct {
+		name    string
+		fault   errorfs.Fault
+		newFail bool
+	}{
+		{"identity read", errorfs.Fault{Ops: errorfs.OpRead, Name: identityFile}, true},
+		{"segments listing", errorfs.Fault{Ops: errorfs.OpReadDir, Name: segDir}, true},
+		{"lock", errorfs.Fault{Ops: errorfs.OpLock}, true},
+		{"segment open", errorfs.Fault{Ops: errorfs.OpOpen, Name: "*.seg", Skip: 1, Times: 1}, true},
+		{"footer read", errorfs.Fault{Ops: errorfs.OpRead, Name: "*.seg", Skip: 3, Times: 1}, true},
+		{"segment stat", errorfs.Fault{Ops: errorfs.OpStat, Name: "*.seg", Times: 1}, true},
+		{"bloom read", errorfs.Fault{Ops: errorfs.OpRead, Name: bloomFile}, false},
+		{"bloom flip", errorfs.Fault{Ops: errorfs.OpRead, Name: bloomFile, Action: errorfs.Flip, Off: 100, Len: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fault := fs.Add(&tc.fault)
+			c, err := New(dir, opts...)
+			fs.Drop(fault)
+			if fault.Injected() == 0 {
+				if err == nil {
+					c.Close()
+				}
+				t.Fatal("no fault injected")
+			}
+			if tc.newFail {
+				if err == nil {
+					c.Close()
+					t.Fatal("New succeeded")
+				}
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("New: %v, want EIO inside", err)
+				}
+				c = open(t, dir, opts...)
+			} else if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			expectAll(t, c, vals)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCloseFaults: when saving bloom.dat fails, Close says so, and the next open rebuilds the
+// filter; every blob is there.
+func TestCloseFaults(t *testing.T) {
+	fs := faultyFS()
+	dir := t.TempDir()
+	opts := small(withFS(fs))
+	c := open(t, dir, opts...)
+	vals := putKeys(t, c, "k", 100, 0, 1000)
+	fault := fs.Add(&errorfs.Fault{Ops: errorfs.OpWrite, Name: bloomFile + ".tmp", Err: syscall.ENOSPC})
+	if err := c.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Close: %v, want ENOSPC", err)
+	}
+	fs.Drop(fault)
+	if _, err := os.Stat(filepath.Join(dir, bloomFile+".tmp")); err == nil {
+		t.Fatal("bloom.dat.tmp left behind")
+	}
+	c = open(t, dir, opts...)
+	defer c.Close()
+	expectAll(t, c, vals)
+}
+
+// TestTornLastRecord writes a batch holding one record and tears the write at every byte offset
+// of it, as a crash in the middle of the write would, then reopens: the records before it are
+// all there, the torn one is a miss, the tail is counted as torn. Done for a put and for a
+// delete (whose key must then hold its old value or be a miss).
+func TestTornLastRecord(t *testing.T) {
+	for _, kind := range []string{"put", "delete"} {
+		t.Run(kind, func(t *testing.T) {
+			tornLastRecord(t, kind)
+		})
+	}
+}
+
+func tornLastRecord(t *testing.T, kind string) {
+	fs := faultyFS()
+	// No syncs: crash leaves the page cache as it is, and the test opens a cache per offset.
+	fs.Add(&errorfs.Fault{Ops: errorfs.OpSync | errorfs.OpSyncDir, Action: errorfs.Ignore})
+	opts := small(withFS(fs))
+	lastVal := value("last", 1, 100)
+	setup := func(dir string) (*Cache, map[string][]byte) {
+		c := open(t, dir, opts...)
+		vals := putKeys(t, c, "k", 12, 0, 200)
+		if err := c.Put([]byte("last"), value("last", 0, 250)); err != nil {
+			t.Fatal(err)
+		}
+		c.Drain()
+		return c, vals
+	}
+	// Find where the last record goes and how long it is.
+	c, _ := setup(t.TempDir())
+	c.w.mu.Lock()
+	recOff := c.w.activeEnd
+	c.w.mu.Unlock()
+	recLen := int64(record.HeaderSize + len("last") + len(lastVal))
+	if kind == "delete" {
+		recLen = record.HeaderSize + int64(len("last"))
+	}
+	c.Close()
+
+	torn, corrupt := 0, 0
+	for cut := recOff; cut < recOff+recLen; cut++ {
+		dir := t.TempDir()
+		c, vals := setup(dir)
+		fault := fs.Add(&errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Action: errorfs.Tear, Off: cut, Times: 1})
+		var err error
+		if kind == "put" {
+			err = c.Put([]byte("last"), lastVal)
+		} else {
+			err = c.Delete([]byte("last"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Drain()
+		if fault.Injected() != 1 {
+			t.Fatalf("cut %d: the write was not torn", cut)
+		}
+		fs.Drop(fault)
+		c.crash()
+		c = open(t, dir, opts...)
+		expectAll(t, c, vals)
+		switch got := lookup(t, c, "last", value("last", 0, 250)); {
+		case got == readErr:
+			t.Fatalf("cut %d: Get(last): read error", cut)
+		case kind == "put" && got != hit:
+			t.Fatalf("cut %d: the old value of last is gone", cut)
+		}
+		// A tear that leaves a whole sector of zeros in the record is a torn tail; one that
+		// leaves a few bytes of it in a sector with other data looks like damage. Either way
+		// it is counted.
+		if st := c.Stats(); st.TornTails > 0 {
+			torn++
+		} else if st.CorruptRecord > 0 {
+			corrupt++
+		} else if cut > recOff {
+			t.Fatalf("cut %d: torn record not counted: %+v", cut, st)
+		}
+		// Usable: a new write of the key lands and survives a reopen (checked for some
+		// cuts: it costs more than the rest).
+		if (cut-recOff)%8 == 0 {
+			if err := c.Put([]byte("last"), lastVal); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			c = open(t, dir, opts...)
+			expect(t, c, "last", lastVal)
+			expectAll(t, c, vals)
+		}
+		c.crash()
+	}
+	t.Logf("%s record of %d bytes at offset %d torn at every offset: %d counted as torn tails, %d as corruption",
+		kind, recLen, recOff, torn, corrupt)
+}
+
+// TestFullDisk: with a disk smaller than what is put and no MaxSize to keep the cache under it,
+// Put fails with an error wrapping ENOSPC instead of hanging; the cache keeps serving what it
+// has; once space comes back, Puts succeed again.
+func TestFullDisk(t *testing.T) {
+	fs := faultyFS()
+	fs.SetCapacity(7 << 20) // three 2 MiB segments and the small files
+	dir := t.TempDir()
+	opts := small(withFS(fs))
+	c := open(t, dir, opts...)
+	defer c.Close()
+	vals := map[string][]byte{}
+	var full error
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; full == nil; i++ {
+		if time.Now().After(deadline) || i > 10000 {
+			t.Fatalf("no error after %d puts (%d bytes used)", i, fs.Used())
+		}
+		k := fmt.Sprintf("k%d", i)
+		v := value(k, 0, 8000)
+		if full = c.Put([]byte(k), v); full == nil {
+			vals[k] = v
+		}
+	}
+	if !errors.Is(full, ErrWriteFailed) || !errors.Is(full, syscall.ENOSPC) {
+		t.Fatalf("Put on a full disk: %v", full)
+	}
+	// Still full: Puts keep failing (some return nil and are lost with their batch), promptly.
+	failures := 0
+	for i := range 200 {
+		k := fmt.Sprintf("x%d", i)
+		if err := c.Put([]byte(k), value(k, 0, 8000)); err != nil {
+			failures++
+		}
+	}
+	c.Drain()
+	if failures == 0 {
+		t.Fatal("Puts on a full disk all succeeded")
+	}
+	for k, v := range vals {
+		lookup(t, c, k, v) // a blob of a failed batch is a miss; the others read back whole
+	}
+	// Space comes back (another tenant freed it): writes work again. The first write may
+	// still report the last failure.
+	fs.SetCapacity(0)
+	if err := c.Put([]byte("after"), []byte("v")); err != nil {
+		t.Logf("first Put once space is back: %v", err)
+	}
+	after := putKeys(t, c, "after", 100, 0, 8000)
+	c.Drain()
+	expectAll(t, c, after)
+	if fs.Injected() == 0 {
+		t.Fatal("no ENOSPC injected")
+	}
+	t.Logf("%d puts before the disk filled, %d of 200 failed while full, %d ENOSPC injected", len(vals), failures, fs.Injected())
+}
+
+// TestEvictionBeforeFullDisk: with MaxSize under the disk's capacity, eviction makes room before
+// the disk fills: no Put fails.
+func TestEvictionBeforeFullDisk(t *testing.T) {
+	fs := faultyFS()
+	fs.SetCapacity(12 << 20)
+	c := open(t, t.TempDir(), small(withFS(fs), WithMaxSize(8<<20))...)
+	defer c.Close()
+	for i := range 3000 { // 24 MiB
+		k := fmt.Sprintf("k%d", i)
+		if err := c.Put([]byte(k), value(k, 0, 8000)); err != nil {
+			t.Fatalf("Put %d: %v (%d bytes used)", i, err, fs.Used())
+		}
+	}
+	c.Drain()
+	if st := c.Stats(); st.Evictions == 0 {
+		t.Fatal("nothing evicted")
+	}
+	k := "k2999"
+	expect(t, c, k, value(k, 0, 8000))
+}
