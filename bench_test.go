@@ -304,6 +304,7 @@ func capacity(b *testing.B, n int) {
 	if err := c.Close(); err != nil {
 		b.Fatal(err)
 	}
+	c = nil
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
 	t0 := time.Now()

@@ -345,7 +345,7 @@ func (c *Cache) Delete(key []byte) error {
 	}
 	c.stats.deletes.Add(1)
 	if c.opts.Fsync {
-		return c.w.drain()
+		return c.w.drain(true)
 	}
 	return nil
 }
@@ -353,7 +353,11 @@ func (c *Cache) Delete(key []byte) error {
 // Drain returns once every Put, UnsafePut and Delete that returned before the call is written
 // to a segment and in the index, and synced when Fsync is on. If a batch fails to write, its
 // blobs are forgotten; Flush reports that, as do the next Put and Stats.FlushErrors.
-func (c *Cache) Drain() { _ = c.Flush() }
+func (c *Cache) Drain() {
+	if !c.closed.Load() {
+		_ = c.w.drain(false)
+	}
+}
 
 // Flush is Drain that returns an error wrapping ErrWriteFailed if a batch failed to write
 // meanwhile, and ErrClosed after Close.
@@ -361,7 +365,7 @@ func (c *Cache) Flush() error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	return c.w.drain()
+	return c.w.drain(true)
 }
 
 // Close drains the write buffer, seals the active segment, saves the bloom filter and releases

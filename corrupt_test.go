@@ -20,11 +20,12 @@ import (
 
 // damageSet is a cache directory to damage: its files' bytes and what each key must hold.
 type damageSet struct {
-	files map[string][]byte // path relative to the directory -> content
-	vals  map[string][]byte // live keys and their values
-	gone  []string          // keys deleted (must always miss)
-	stale map[string][]byte // earlier values of live keys (must never be returned)
-	recs  []recordSpan      // records of segment 1, in order
+	files   map[string][]byte // path relative to the directory -> content
+	trimmed map[string]int    // length of the file without its trailing zeros
+	vals    map[string][]byte // live keys and their values
+	gone    []string          // keys deleted (must always miss)
+	stale   map[string][]byte // earlier values of live keys (must never be returned)
+	recs    []recordSpan      // records of segment 1, in order
 	// dataEnd is where segment 1's records end (its footer starts there when sealed).
 	dataEnd int64
 }
@@ -92,6 +93,14 @@ func buildDamageSet(t *testing.T, sealed bool, opts []Option) *damageSet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ds.trimmed = map[string]int{}
+	for rel, b := range ds.files {
+		n := len(b)
+		for n > 0 && b[n-1] == 0 {
+			n--
+		}
+		ds.trimmed[rel] = n
+	}
 	seg := ds.files[filepath.Join(segDir, segment.FileName(1))]
 	if seg == nil || len(ds.files) < 2 {
 		t.Fatalf("unexpected files: %d", len(ds.files))
@@ -120,17 +129,47 @@ func buildDamageSet(t *testing.T, sealed bool, opts []Option) *damageSet {
 	return ds
 }
 
-// restore writes the original files into dir, removing what recovery wrote.
-func (ds *damageSet) restore(t *testing.T, dir string) {
+// restore writes the original files into dir (all of them, or those named), removing segment
+// files added since. Files are rewritten in place, and cut back and extended only if their size
+// changed (recovery cut them or wrote a footer), so a long run of zeros at the end is a hole:
+// truncating and rewriting every file each time costs more than the rest of the test.
+func (ds *damageSet) restore(t *testing.T, dir string, only ...string) {
 	t.Helper()
-	os.RemoveAll(dir)
-	for rel, b := range ds.files {
+	if len(only) == 0 {
+		for rel := range ds.files {
+			only = append(only, rel)
+		}
+	}
+	for _, rel := range only {
 		p := filepath.Join(dir, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		b := ds.files[rel]
+		n := ds.trimmed[rel]
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b[:n], 0); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := f.Stat(); err != nil {
+			t.Fatal(err)
+		} else if fi.Size() != int64(len(b)) {
+			if err := f.Truncate(int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Truncate(int64(len(b))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, segDir))
+	for _, e := range ents {
+		if _, ok := ds.files[filepath.Join(segDir, e.Name())]; !ok {
+			os.Remove(filepath.Join(dir, segDir, e.Name()))
 		}
 	}
 }
@@ -232,14 +271,21 @@ func TestBitFlipsOnDisk(t *testing.T) {
 			masks := []byte{0x01, 0x80, 0xff, 0x10}
 			lost, noticed := 0, 0
 			ts := ds.targets(sealed)
+			ds.restore(t, dir)
+			segName := filepath.Join(segDir, segment.FileName(1))
 			for i, tg := range ts {
-				ds.restore(t, dir)
-				p := filepath.Join(dir, tg.file)
-				b := append([]byte(nil), ds.files[tg.file]...)
-				b[tg.off] ^= masks[i%len(masks)]
-				if err := os.WriteFile(p, b, 0o644); err != nil {
+				if i > 0 {
+					// Recovery may have rewritten the segment; the last target was damaged.
+					ds.restore(t, dir, segName, ts[i-1].file)
+				}
+				f, err := os.OpenFile(filepath.Join(dir, tg.file), os.O_WRONLY, 0)
+				if err != nil {
 					t.Fatal(err)
 				}
+				if _, err := f.WriteAt([]byte{ds.files[tg.file][tg.off] ^ masks[i%len(masks)]}, tg.off); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
 				desc := fmt.Sprintf("%s byte %d (%s) ^%#02x", tg.file, tg.off, tg.what, masks[i%len(masks)])
 				c, err := New(dir, opts...)
 				if tg.file == identityFile {

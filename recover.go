@@ -3,9 +3,11 @@ package blobcache
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -38,8 +40,10 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	c.removeTemps()
 	slices.Sort(ids)
 	var last *segHandle
+	var all [][]record.Entry
+	var segIDs []uint32
 	for _, id := range ids {
-		s, err := c.recoverSegment(id)
+		s, entries, err := c.recoverSegment(id)
 		if err != nil {
 			return bloom.Stamp{}, err
 		}
@@ -50,7 +54,10 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		c.segs.add(s)
 		c.segs.mu.Unlock()
 		last = s
+		all = append(all, entries)
+		segIDs = append(segIDs, id)
 	}
+	c.loadIndex(all, segIDs)
 	if len(ids) > 0 {
 		c.nextSegmentID.Store(ids[len(ids)-1])
 	}
@@ -62,28 +69,53 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	return stamp, nil
 }
 
-// recoverSegment opens segment id, loads its records into the index and returns its handle, or
-// nil if the file is not a usable segment (it is then removed).
-func (c *Cache) recoverSegment(id uint32) (*segHandle, error) {
+// loadIndex applies the entries of the recovered segments, oldest first, to the index in one
+// bulk Apply (each index lock taken once, the work spread over the processors).
+func (c *Cache) loadIndex(all [][]record.Entry, ids []uint32) {
+	n := 0
+	for _, entries := range all {
+		n += len(entries)
+	}
+	ops := make([]index.Op, 0, n)
+	for i, entries := range all {
+		for _, e := range entries {
+			switch e.Kind {
+			case record.KindPut:
+				ops = append(ops, index.Op{Hash: e.Hash, Loc: index.Loc{Segment: ids[i], Offset: e.Offset, Length: e.Length}})
+			case record.KindDelete:
+				ops = append(ops, index.Op{Hash: e.Hash, Delete: true})
+			}
+		}
+	}
+	c.idx.Apply(ops)
+}
+
+// recoverSegment opens segment id and returns its handle and its entries, or nil if the file is
+// not a usable segment (it is then removed).
+func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
 	fs := c.opts.fs
 	path := filepath.Join(c.segDir, segment.FileName(id))
+	repaired := false
 	f, size, err := segment.Open(fs, c.segDir, id)
 	if err != nil {
-		if isCorrupt(err) {
-			// A segment whose header never made it to disk (a crash right after create) or
-			// whose header is damaged holds nothing we can trust.
-			c.stats.corrupt.Add(1)
-			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
-			c.removeOrphan(path)
-			return nil, nil
+		if !isCorrupt(err) {
+			return nil, nil, fmt.Errorf("blobcache: open %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("blobcache: open %s: %w", path, err)
+		// The header block is damaged (or was never written: a crash right after create). Its
+		// records check themselves, and the deletes among them must not be lost, so recover
+		// them and write a new header.
+		c.stats.corrupt.Add(1)
+		c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
+		if f, size, err = c.repairHeader(path, id); err != nil {
+			return nil, nil, err
+		}
+		repaired = true
 	}
 	entries, dataEnd, err := segment.ReadFooter(f, size)
 	if err != nil {
 		if !errors.Is(err, record.ErrNoFooter) && !isCorrupt(err) {
 			f.Close()
-			return nil, fmt.Errorf("blobcache: read footer of %s: %w", path, err)
+			return nil, nil, fmt.Errorf("blobcache: read footer of %s: %w", path, err)
 		}
 		entries = entries[:0]
 		res := segment.Scan(f, size, func(e record.Entry, _ record.Header, _ []byte) error {
@@ -93,7 +125,7 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, error) {
 		if res.Err != nil && !isCorrupt(res.Err) {
 			// An I/O error, not damage: refuse to open rather than cut good records off.
 			f.Close()
-			return nil, fmt.Errorf("blobcache: recover %s: %w", path, res.Err)
+			return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, res.Err)
 		}
 		if res.Torn {
 			c.stats.tornTails.Add(1)
@@ -104,26 +136,53 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, error) {
 		}
 		if _, err := segment.WriteFooter(f, entries, res.End, c.opts.Fsync); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("blobcache: seal recovered segment %s: %w", path, err)
+			return nil, nil, fmt.Errorf("blobcache: seal recovered segment %s: %w", path, err)
 		}
 		dataEnd = res.End
 	}
+	if repaired && len(entries) == 0 {
+		// Nothing in it: a stray file with a segment's name.
+		f.Close()
+		c.removeOrphan(path)
+		return nil, nil, nil
+	}
 	s := &segHandle{id: id, f: f, dataEnd: dataEnd}
 	s.refs.Store(1)
+	s.sealing.Store(true)
 	s.sealed.Store(true)
 	if fi, err := f.Stat(); err == nil {
 		s.disk.Store(vfs.AllocatedBytes(fi))
 	}
 	c.diskBytes.Add(s.disk.Load())
-	for _, e := range entries {
-		switch e.Kind {
-		case record.KindPut:
-			c.idx.Put(e.Hash, index.Loc{Segment: id, Offset: e.Offset, Length: e.Length})
-		case record.KindDelete:
-			c.idx.Delete(e.Hash)
-		}
+	return s, entries, nil
+}
+
+// repairHeader rewrites the header block of segment id, whose own header failed its checks.
+func (c *Cache) repairHeader(path string, id uint32) (vfs.File, int64, error) {
+	f, err := c.opts.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("blobcache: open %s: %w", path, err)
 	}
-	return s, nil
+	fi, err := f.Stat()
+	if err == nil && fi.Size() < segment.HeaderSize {
+		err = f.Truncate(segment.HeaderSize)
+	}
+	if err == nil {
+		block := make([]byte, segment.HeaderSize)
+		record.SegmentHeader{Version: record.Version, ID: id, Created: time.Now().UnixNano()}.Encode(block)
+		_, err = f.WriteAt(block, 0)
+	}
+	if err == nil && c.opts.Fsync {
+		err = f.Sync()
+	}
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("blobcache: repair header of %s: %w", path, err)
+	}
+	return f, fi.Size(), nil
 }
 
 func isCorrupt(err error) bool {

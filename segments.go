@@ -22,8 +22,9 @@ type segHandle struct {
 
 	// active is the writer of an unsealed segment; nil once sealed or for segments recovered on
 	// open. Only the commit goroutine seals.
-	active *segment.Active
-	sealed atomic.Bool
+	active  *segment.Active
+	sealed  atomic.Bool
+	sealing atomic.Bool // the seal has started (sealed follows)
 	// disk is the space this segment counts toward Stats.DiskBytes.
 	disk atomic.Int64
 

@@ -3,6 +3,7 @@ package blobcache
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -15,8 +16,9 @@ import (
 // punched out), and Cache.diskBytes is their sum.
 
 // seal writes the footer of segment s, whose records end at dataEnd. The commit goroutine calls
-// it once every batch placed in s is committed; the work runs on a goroutine of its own (Close
-// waits for it) so commits do not wait for the sync.
+// it once every batch placed in s is committed. Without Fsync the work runs on a goroutine of
+// its own (Close waits for it) so commits do not wait for the sync; with Fsync the data is
+// already synced and the seal runs in line, so a Drain that follows a seal waits for it.
 //
 // The data is synced before the footer is written, Fsync or not: a footer on disk then always
 // describes data on disk, so a sealed segment, which recovery trusts without reading its values,
@@ -25,8 +27,9 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 	footer := s.footer
 	s.footer = nil
 	s.dataEnd = dataEnd
+	s.sealing.Store(true)
 	c.sealers.Add(1)
-	go func() {
+	work := func() {
 		defer c.sealers.Done()
 		// Marked sealed even if the footer cannot be written, so eviction can still take it
 		// (the segment is then recovered by scanning on the next open).
@@ -54,7 +57,12 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 		c.segs.mu.Unlock()
 		s.sealed.Store(true)
 		c.reclaim() // records freed while s was active may be punched now
-	}()
+	}
+	if c.opts.Fsync {
+		work()
+	} else {
+		go work()
+	}
 }
 
 // evict removes the oldest sealed segments, whole, until the disk space is at most limit.
@@ -68,6 +76,34 @@ func (c *Cache) evict(limit int64) {
 		}
 		c.evictSegment(s)
 	}
+}
+
+// evictOldestSealed evicts the oldest segment, waiting a moment for a seal in progress (sealing
+// runs on its own goroutine); false if there is nothing to evict.
+func (c *Cache) evictOldestSealed() bool {
+	for range 100 {
+		if c.evictOldest() {
+			return true
+		}
+		s := c.segs.table.Load().oldest()
+		if s == nil || !s.sealing.Load() {
+			return false // nothing sealed, nor being sealed
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// evictOldest evicts the oldest sealed segment, if there is one.
+func (c *Cache) evictOldest() bool {
+	c.segs.mu.Lock()
+	defer c.segs.mu.Unlock()
+	s := c.segs.table.Load().oldest()
+	if s == nil || !s.sealed.Load() {
+		return false
+	}
+	c.evictSegment(s)
+	return true
 }
 
 // evictSegment drops every index entry that points into s, unpublishes s and removes its file.

@@ -3,8 +3,10 @@ package blobcache
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
@@ -51,8 +53,9 @@ type writer struct {
 	free      []*batch.Batch
 	allocated int
 	closed    bool
-	failErr   error // a flush error not yet reported to a caller
-	lastErr   error // the last flush error
+	failErr   error      // a flush error not yet reported to a caller
+	lastErr   error      // the last flush error
+	poisoned  *segHandle // a segment with a failed batch in it: seal it before anything else
 	nextSeq   uint64
 	active    *segHandle // segment that new batches are placed in
 	activeEnd int64      // where the next batch goes in active
@@ -169,13 +172,15 @@ func (w *writer) cut() error {
 		return nil
 	}
 	footer := int64(b.Len()) * record.EntrySize
-	if w.active == nil || w.activeEnd+n+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
+	if w.active == nil || w.active == w.poisoned ||
+		w.activeEnd+n+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
 		if err := w.rotate(); err != nil {
-			w.dropLive(b)
-			w.recycle(b)
-			w.c.stats.flushErrors.Add(1)
-			w.lastErr = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
-			return w.lastErr
+			// The batch cannot be placed. It still goes through the ordered pipeline, failed,
+			// so that forgetting its keys happens after the batches before it are committed.
+			err = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
+			w.nextSeq++
+			w.toWrite <- &flushJob{seq: w.nextSeq, b: b, length: n, err: err}
+			return err
 		}
 	}
 	w.nextSeq++
@@ -189,11 +194,7 @@ func (w *writer) cut() error {
 // rotate queues the seal of the active segment, makes room under MaxSize and creates the next
 // segment. The caller holds mu.
 func (w *writer) rotate() error {
-	if w.active != nil {
-		w.nextSeq++
-		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
-		w.active = nil
-	}
+	w.sealActive()
 	c := w.c
 	if c.opts.MaxSize > 0 {
 		c.evict(c.opts.MaxSize - c.opts.SegmentSize)
@@ -201,7 +202,14 @@ func (w *writer) rotate() error {
 	id := c.nextSegmentID.Add(1)
 	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
 		segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
+	// A full disk: make room by evicting the oldest segments, as MaxSize would, and try again.
+	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && c.evictOldestSealed(); tries++ {
+		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
+		a, err = segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
+			segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
+	}
 	if err != nil {
+		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
 		return err
 	}
 	s := &segHandle{id: id, f: a.File(), active: a}
@@ -217,19 +225,51 @@ func (w *writer) rotate() error {
 	return nil
 }
 
+// sealActive queues the seal of the active segment, after the batches placed in it. The caller
+// holds mu.
+func (w *writer) sealActive() {
+	if w.active != nil {
+		w.nextSeq++
+		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+		if w.poisoned == w.active {
+			w.poisoned = nil
+		}
+		w.active = nil
+	}
+}
+
 // drain cuts the open batch and waits until everything cut so far is committed. It returns an
 // error wrapping ErrWriteFailed if a batch failed to write meanwhile.
-func (w *writer) drain() error {
+func (w *writer) drain(consume bool) error {
 	before := w.c.stats.flushErrors.Load()
-	w.mu.Lock()
-	if err := w.cut(); err != nil && w.failErr == nil {
-		w.failErr = err
+	for {
+		w.mu.Lock()
+		if err := w.cut(); err != nil && w.failErr == nil {
+			w.failErr = err
+		}
+		poisoned := w.poisoned != nil && w.poisoned == w.active
+		if poisoned {
+			// A failed batch left a gap: seal the segment so that what was written after
+			// the gap is reachable through its footer before Drain returns.
+			w.sealActive()
+		}
+		target := w.nextSeq
+		w.mu.Unlock()
+		w.waitCommitted(target)
+		w.mu.Lock()
+		again := w.poisoned != nil && w.poisoned == w.active
+		w.mu.Unlock()
+		if !again {
+			break
+		}
 	}
-	target := w.nextSeq
-	w.mu.Unlock()
-	w.waitCommitted(target)
 	if w.c.stats.flushErrors.Load() == before {
 		return nil
+	}
+	if consume {
+		w.mu.Lock()
+		w.failErr = nil // reported here, not again by the next Put
+		w.mu.Unlock()
 	}
 	return w.lastError()
 }
@@ -255,7 +295,7 @@ func (w *writer) waitCommitted(seq uint64) {
 func (w *writer) flushWorker() {
 	defer w.workers.Done()
 	for job := range w.toWrite {
-		if job.b != nil {
+		if job.b != nil && job.err == nil {
 			start := time.Now()
 			if w.c.opts.PerBlobFiles {
 				job.err = w.c.writeBlobFiles(job)
@@ -299,15 +339,14 @@ func (w *writer) commit(j *flushJob) {
 	}
 	entries := j.b.Entries()
 	if j.err != nil {
-		// The batch is lost: forget its blobs, but still apply its deletes in memory so a
-		// Delete that returned is not undone while the process lives.
+		// The batch is lost. Forget every key it touched: a Put in it must not fall back to the
+		// key's older value (a newer one was acknowledged), and a Delete in it stays done while
+		// the process lives.
 		for i := range entries {
-			if entries[i].Kind == record.KindDelete {
-				if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
-					c.removeBlob(entries[i].Hash, old)
-				} else if ok {
-					c.freeRecord(old)
-				}
+			if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
+				c.removeBlob(entries[i].Hash, old)
+			} else if ok {
+				c.freeRecord(old)
 			}
 		}
 		c.stats.flushErrors.Add(1)
@@ -317,6 +356,12 @@ func (w *writer) commit(j *flushJob) {
 		w.mu.Lock()
 		w.failErr = j.err
 		w.lastErr = j.err
+		// Its range in the segment is now a gap that a recovery scan would stop at: the records
+		// placed after it are reachable only through the footer, so the segment gets no more
+		// batches and is sealed at the next cut or drain.
+		if j.seg != nil {
+			w.poisoned = j.seg
+		}
 		w.mu.Unlock()
 	} else if c.opts.PerBlobFiles {
 		c.commitBlobs(j)
@@ -419,11 +464,7 @@ func (w *writer) close() {
 	}
 	_ = w.cut()
 	w.closed = true
-	if w.active != nil {
-		w.nextSeq++
-		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
-		w.active = nil
-	}
+	w.sealActive()
 	target := w.nextSeq
 	w.cond.Broadcast()
 	w.mu.Unlock()

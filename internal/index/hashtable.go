@@ -3,6 +3,7 @@ package index
 import (
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 	"unsafe"
@@ -120,6 +121,50 @@ func (t *HashTable) Put(h uint64, loc Loc) (old Loc, replaced bool) {
 	old, replaced = s.put(h, loc)
 	s.Unlock()
 	return old, replaced
+}
+
+// Apply performs ops. They are sorted by shard (stably, so the ops of one hash keep their order)
+// and each shard is then locked once and updated by one of up to GOMAXPROCS goroutines.
+func (t *HashTable) Apply(ops []Op) {
+	var start [numShards + 1]int
+	for i := range ops {
+		checkHash(ops[i].Hash)
+		start[ops[i].Hash>>(64-shardBits)+1]++
+	}
+	for i := 1; i <= numShards; i++ {
+		start[i] += start[i-1]
+	}
+	order := make([]int32, len(ops))
+	next := start
+	for i := range ops {
+		sh := ops[i].Hash >> (64 - shardBits)
+		order[next[sh]] = int32(i)
+		next[sh]++
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), 8))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sh := w; sh < numShards; sh += workers {
+				s := &t.shards[sh].mu
+				s.Lock()
+				for _, i := range order[start[sh]:start[sh+1]] {
+					op := &ops[i]
+					if op.Delete {
+						if j, ok := s.find(op.Hash); ok {
+							s.removeAt(j)
+						}
+					} else {
+						s.put(op.Hash, op.Loc)
+					}
+				}
+				s.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Delete removes h and returns the location it had.

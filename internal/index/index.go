@@ -31,6 +31,16 @@ type Index interface {
 	Range(fn func(h uint64, loc Loc) bool)
 	// MemoryBytes is the memory the index holds: table capacity, not just live entries.
 	MemoryBytes() int64
+	// Apply performs ops as Put and Delete would, in order for any one hash. It is the bulk path
+	// of recovery: it may use several goroutines and takes each lock once, not once per op.
+	Apply(ops []Op)
+}
+
+// Op is one change for Apply: a put of Loc, or a delete when Delete is set.
+type Op struct {
+	Hash   uint64
+	Loc    Loc
+	Delete bool
 }
 
 var (

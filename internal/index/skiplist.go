@@ -234,3 +234,14 @@ func sizeClass(n int) int64 {
 	}
 	return int64(n)
 }
+
+// Apply performs ops one by one.
+func (l *SkipList) Apply(ops []Op) {
+	for i := range ops {
+		if ops[i].Delete {
+			l.Delete(ops[i].Hash)
+		} else {
+			l.Put(ops[i].Hash, ops[i].Loc)
+		}
+	}
+}

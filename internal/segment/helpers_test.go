@@ -70,15 +70,38 @@ func layout(recs []rec) (data []byte, entries []record.Entry, end int64) {
 type scanned struct {
 	entries []record.Entry
 	keys    [][]byte
+	damaged []record.Entry // damaged records, handed over as deletes of their keys
 }
 
 func (s *scanned) fn(t testing.TB, f vfs.File) func(record.Entry, record.Header, []byte) error {
 	return func(e record.Entry, h record.Header, key []byte) error {
 		t.Helper()
+		if key == nil && e.Kind == record.KindDelete && h.Kind != record.KindDelete {
+			checkDamagedAt(t, f, e, h)
+			s.damaged = append(s.damaged, e)
+			return nil
+		}
 		checkRecordAt(t, f, e, h, key)
 		s.entries = append(s.entries, e)
 		s.keys = append(s.keys, append([]byte(nil), key...))
 		return nil
+	}
+}
+
+// checkDamagedAt checks a damaged record handed over as a delete: its header and key check, its
+// value does not, and e names its key and extent.
+func checkDamagedAt(t testing.TB, f vfs.File, e record.Entry, h record.Header) {
+	t.Helper()
+	b := make([]byte, e.Length)
+	if _, err := f.ReadAt(b, int64(e.Offset)); err != nil {
+		t.Fatalf("read damaged record at %d: %v", e.Offset, err)
+	}
+	dh, dkey, err := record.Decode(b)
+	if err != nil || dh != h || dh.Len() != int64(e.Length) || record.KeyHash(dkey) != e.Hash {
+		t.Fatalf("damaged record at %d: %v, or the entry does not describe it", e.Offset, err)
+	}
+	if record.CheckValue(dh, b[record.HeaderSize+len(dkey):]) == nil {
+		t.Fatalf("Scan called a record at %d damaged, but its value checks", e.Offset)
 	}
 }
 

@@ -19,8 +19,10 @@ type ScanResult struct {
 	// Torn says the scan stopped at what a crash leaves behind; see Scan.
 	Torn bool
 	// Skipped counts damaged records the scan stepped over: their header and key checked but
-	// their value did not (Err describes the first). Records freed by the cache (their blocks
-	// punched out) are stepped over without being counted.
+	// their value did not (Err describes the first). Each is handed to fn as a delete of its key
+	// (Kind KindDelete, the record's offset and length, key nil), so the caller forgets the key
+	// rather than fall back to an older record of it. Records freed by the cache (their blocks
+	// punched out, superseded by a later record) are stepped over silently.
 	Skipped int
 	// Err is the corruption (a *CorruptionError naming file, offset and
 	// both checksums), read error or fn error that stopped the scan.
@@ -65,7 +67,7 @@ const (
 // The zero-sector rule can take a damaged record whose value holds a whole
 // zero sector for a torn one; either way the records after it are lost.
 func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key []byte) error) (res ScanResult) {
-	s := &scanner{f: f, name: f.Name(), size: size}
+	s := &scanner{f: f, name: f.Name(), size: size, fn: fn}
 	res = ScanResult{End: HeaderSize}
 	if size < HeaderSize {
 		res.End = size
@@ -124,7 +126,8 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 				}
 				if !freed {
 					bad = append(bad, skip{off, end, corruption(s.name, off,
-						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc))})
+						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc)),
+						record.Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: record.KindDelete}, h})
 				}
 				off = end
 				continue
@@ -149,6 +152,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 
 // scanner reads a segment sequentially through one buffer.
 type scanner struct {
+	fn    func(e record.Entry, h record.Header, key []byte) error
 	f     vfs.File
 	name  string
 	size  int64
@@ -330,9 +334,12 @@ func (s *scanner) entriesBefore(off int64, n int) ([]record.Entry, error) {
 type skip struct {
 	off, end int64
 	err      error
+	entry    record.Entry // a delete of the record's key
+	h        record.Header
 }
 
-// countSkips records damaged records followed by a good one as corruption.
+// countSkips records damaged records as corruption, and hands each to fn as a delete of its key:
+// the record's value is lost, and an older record of the same key must not stand in for it.
 func (s *scanner) countSkips(res *ScanResult, bad []skip) {
 	if len(bad) == 0 {
 		return
@@ -340,6 +347,12 @@ func (s *scanner) countSkips(res *ScanResult, bad []skip) {
 	res.Skipped += len(bad)
 	if res.Err == nil {
 		res.Err = bad[0].err
+	}
+	for _, b := range bad {
+		if err := s.fn(b.entry, b.h, nil); err != nil {
+			res.Err = err
+			return
+		}
 	}
 }
 

@@ -445,6 +445,9 @@ func TestCorruption(t *testing.T) {
 					t.Fatalf("Scan: %d records, %d skipped; want all %d but the damaged one", res.Records, res.Skipped, len(entries)-1)
 				}
 				sameEntries(t, got.entries, append(append([]record.Entry(nil), entries[:4]...), entries[5:]...))
+				if len(got.damaged) != 1 || got.damaged[0].Offset != uint32(victim) {
+					t.Fatalf("damaged records handed over: %+v, want the one at %d", got.damaged, victim)
+				}
 				wantCorruptionAt(t, res, f.Name(), victim, tc.want)
 				return
 			}
