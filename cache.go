@@ -51,6 +51,7 @@ type Cache struct {
 	fifoHead int
 
 	sealers sync.WaitGroup // seal goroutines (see seal)
+	lost    [][]byte       // keys lost to damage found by recovery, forgotten durably by New
 
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
@@ -107,6 +108,17 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.evictBlobs(o.MaxSize)
 	}
 	c.w = newWriter(c)
+	if len(c.lost) > 0 {
+		// Make the forgetting of keys lost to damage durable: tombstones for those with no
+		// newer record elsewhere.
+		c.w.mu.Lock()
+		c.w.forgotten = c.lost
+		c.w.mu.Unlock()
+		if err := c.w.drain(true); err != nil {
+			c.noteCorruption(fmt.Errorf("blobcache: write tombstones of keys lost to damage: %w", err))
+		}
+		c.lost = nil
+	}
 	return c, nil
 }
 
@@ -299,12 +311,12 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 		ValueCRC: vcrc,
 	}
 	h := record.KeyHash(key)
-	if err := c.w.append(h, hdr, key, value, copyValue); err != nil {
-		return err
+	accepted, err := c.w.append(h, hdr, key, value, copyValue)
+	if accepted {
+		c.bloomAdd(h)
+		c.stats.puts.Add(1)
 	}
-	c.bloomAdd(h)
-	c.stats.puts.Add(1)
-	return nil
+	return err
 }
 
 // bloomAdd adds h to the filter, and to the one being rebuilt if any. Loading next before the
@@ -340,10 +352,14 @@ func (c *Cache) Delete(key []byte) error {
 		}
 	}
 	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
-	if err := c.w.append(h, hdr, key, nil, true); err != nil {
+	accepted, err := c.w.append(h, hdr, key, nil, true)
+	if !accepted {
 		return err
 	}
 	c.stats.deletes.Add(1)
+	if err != nil {
+		return err // an earlier failure; this Delete is taken all the same
+	}
 	if c.opts.Fsync {
 		return c.w.drain(true)
 	}

@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -41,7 +42,7 @@ type recordSpan struct {
 // is left as a crash leaves it, every batch drained. Without sealing, keys are distinct: no
 // overwrite or delete (a damaged record in an unsealed segment hides the records after it, so
 // an older value or a deleted key could come back: see fault_bug_test.go).
-func buildDamageSet(t *testing.T, sealed bool, opts []Option) *damageSet {
+func buildDamageSet(t testing.TB, sealed bool, opts []Option) *damageSet {
 	dir := t.TempDir()
 	c := open(t, dir, opts...)
 	ds := &damageSet{files: map[string][]byte{}, vals: map[string][]byte{}, stale: map[string][]byte{}}
@@ -133,7 +134,7 @@ func buildDamageSet(t *testing.T, sealed bool, opts []Option) *damageSet {
 // files added since. Files are rewritten in place, and cut back and extended only if their size
 // changed (recovery cut them or wrote a footer), so a long run of zeros at the end is a hole:
 // truncating and rewriting every file each time costs more than the rest of the test.
-func (ds *damageSet) restore(t *testing.T, dir string, only ...string) {
+func (ds *damageSet) restore(t testing.TB, dir string, only ...string) {
 	t.Helper()
 	if len(only) == 0 {
 		for rel := range ds.files {
@@ -187,17 +188,53 @@ type target struct {
 
 func anyKey(string) bool { return true }
 
+// mayLose returns which keys damage to the bytes [from, to) of file may cost (nil: none).
+// The rest must read back whole.
+func (ds *damageSet) mayLose(sealed bool, file string, from, to int64) func(string) bool {
+	if file != filepath.Join(segDir, segment.FileName(1)) {
+		return nil // bloom.dat is rebuilt; a bad identity file refuses the open
+	}
+	if from < record.SegmentHeaderSize {
+		return anyKey // the segment is dropped
+	}
+	lose := map[string]bool{}
+	for i, r := range ds.recs {
+		if r.end <= from || r.off >= to {
+			continue
+		}
+		if sealed {
+			// The footer is intact: only this record's key, if this is its value.
+			if r.live {
+				lose[r.key] = true
+			}
+			continue
+		}
+		// Recovery scans: the scan stops at (or steps over) the damaged record, so it
+		// and the records after it may be lost.
+		for _, r2 := range ds.recs[i:] {
+			lose[r2.key] = true
+		}
+	}
+	if len(lose) == 0 {
+		return nil
+	}
+	return func(k string) bool { return lose[k] }
+}
+
 // targets lists the bytes to damage: every byte of the segment header, of every record header and
 // key, of the footer and of the identity file, and a sample of the rest.
 func (ds *damageSet) targets(sealed bool) []target {
 	segName := filepath.Join(segDir, segment.FileName(1))
 	seg := ds.files[segName]
 	var ts []target
+	add := func(file string, off int64, what string, noticed bool) {
+		ts = append(ts, target{file, off, what, ds.mayLose(sealed, file, off, off+1), noticed})
+	}
 	for off := range int64(record.SegmentHeaderSize) {
-		ts = append(ts, target{segName, off, "segment header", anyKey, true})
+		add(segName, off, "segment header", true)
 	}
 	for _, off := range []int64{record.SegmentHeaderSize, 1000, segment.HeaderSize - 1} {
-		ts = append(ts, target{segName, off, "header block padding", nil, false})
+		add(segName, off, "header block padding", false)
 	}
 	for i, r := range ds.recs {
 		keyEnd := r.off + record.HeaderSize + int64(len(r.key))
@@ -212,48 +249,79 @@ func (ds *damageSet) targets(sealed bool) []target {
 			offs = append(offs, r.end-1)
 		}
 		for _, off := range offs {
-			tg := target{file: segName, off: off, what: fmt.Sprintf("record %d (%v %s)", i, r.kind, r.key)}
-			if sealed {
-				// The footer is intact: only this record's key may be lost, and only if
-				// this record is its value. A Get of it must notice.
-				if r.live {
-					key := r.key
-					tg.mayLose = func(k string) bool { return k == key }
-					tg.noticed = true
-				}
-			} else {
-				// The scan stops at (or steps over) the damaged record: it and the
-				// records after it may be lost, and the damage is counted.
-				later := map[string]bool{}
-				for _, r2 := range ds.recs[i:] {
-					later[r2.key] = true
-				}
-				tg.mayLose = func(k string) bool { return later[k] }
-				tg.noticed = true
-			}
-			ts = append(ts, tg)
+			// A Get of the key notices damage to its live record; a scan notices any.
+			add(segName, off, fmt.Sprintf("record %d (%v %s)", i, r.kind, r.key), r.live || !sealed)
 		}
 	}
 	if sealed {
 		for off := ds.dataEnd; off < int64(len(seg)); off++ {
-			ts = append(ts, target{segName, off, "footer", nil, true})
+			add(segName, off, "footer", true)
 		}
 	} else {
 		for _, off := range []int64{ds.dataEnd, ds.dataEnd + 1, ds.dataEnd + 700, int64(len(seg)) - 1} {
-			ts = append(ts, target{segName, off, "zero tail", nil, false})
+			add(segName, off, "zero tail", false)
 		}
 	}
 	if b, ok := ds.files[bloomFile]; ok {
 		for off := range int64(len(b)) {
 			if off < 56 || off >= int64(len(b))-4 || off%61 == 0 {
-				ts = append(ts, target{bloomFile, off, "bloom.dat", nil, true})
+				add(bloomFile, off, "bloom.dat", true)
 			}
 		}
 	}
 	for off := range int64(len(ds.files[identityFile])) {
-		ts = append(ts, target{identityFile, off, "identity", nil, true})
+		add(identityFile, off, "identity", true)
 	}
 	return ts
+}
+
+// damage XORs mask into the bytes of file in dir from off on.
+func damage(t testing.TB, dir, file string, off int64, orig, mask []byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, len(mask))
+	for i := range mask {
+		b[i] = orig[off+int64(i)] ^ mask[i]
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDamaged opens the damaged cache in dir and checks every key: never a wrong value, never a
+// deleted one, a miss or error only where mayLose allows. It returns the keys lost, whether the
+// damage was noticed (counted, or an error from a read or from New), and the cache (nil if New
+// refused to open it).
+func (ds *damageSet) checkDamaged(t testing.TB, dir string, opts []Option, desc string, mayLose func(string) bool) (lost int, noticed bool, c *Cache) {
+	t.Helper()
+	c, err := New(dir, opts...)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotBlobCache) {
+			t.Fatalf("%s: New: %v", desc, err)
+		}
+		return 0, true, nil
+	}
+	for k, v := range ds.vals {
+		switch got := lookup(t, c, k, v); got {
+		case readErr, miss:
+			if mayLose == nil || !mayLose(k) {
+				t.Fatalf("%s: Get(%s): %v, want the value (the damage is elsewhere)", desc, k, got)
+			}
+			lost++
+			noticed = noticed || got == readErr
+		}
+	}
+	for _, k := range ds.gone {
+		if got := lookup(t, c, k); got == hit {
+			t.Fatalf("%s: deleted %s is back", desc, k)
+		}
+	}
+	st := c.Stats()
+	return lost, noticed || st.CorruptRecord+st.TornTails > 0, c
 }
 
 func TestBitFlipsOnDisk(t *testing.T) {
@@ -278,58 +346,23 @@ func TestBitFlipsOnDisk(t *testing.T) {
 					// Recovery may have rewritten the segment; the last target was damaged.
 					ds.restore(t, dir, segName, ts[i-1].file)
 				}
-				f, err := os.OpenFile(filepath.Join(dir, tg.file), os.O_WRONLY, 0)
-				if err != nil {
-					t.Fatal(err)
+				mask := masks[i%len(masks)]
+				damage(t, dir, tg.file, tg.off, ds.files[tg.file], []byte{mask})
+				desc := fmt.Sprintf("%s byte %d (%s) ^%#02x", tg.file, tg.off, tg.what, mask)
+				n, seen, c := ds.checkDamaged(t, dir, opts, desc, tg.mayLose)
+				lost += n
+				if tg.file == identityFile && c != nil {
+					c.Close()
+					t.Fatalf("%s: New succeeded", desc)
 				}
-				if _, err := f.WriteAt([]byte{ds.files[tg.file][tg.off] ^ masks[i%len(masks)]}, tg.off); err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
-				desc := fmt.Sprintf("%s byte %d (%s) ^%#02x", tg.file, tg.off, tg.what, masks[i%len(masks)])
-				c, err := New(dir, opts...)
-				if tg.file == identityFile {
-					if err == nil {
-						c.Close()
-						t.Fatalf("%s: New succeeded", desc)
-					}
-					if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotBlobCache) {
-						t.Fatalf("%s: New: %v", desc, err)
-					}
+				if seen {
 					noticed++
+				}
+				if c == nil {
 					continue
 				}
-				if err != nil {
-					t.Fatalf("%s: New: %v", desc, err)
-				}
-				nerr := 0
-				for k, v := range ds.vals {
-					allowed := [][]byte{v}
-					switch got := lookup(t, c, k, allowed...); {
-					case got == readErr:
-						nerr++
-						fallthrough
-					case got == miss:
-						if tg.mayLose == nil || !tg.mayLose(k) {
-							t.Fatalf("%s: Get(%s): %v, want the value (the damage is elsewhere)", desc, k, got)
-						}
-						lost++
-					}
-					if old := ds.stale[k]; old != nil {
-						lookup(t, c, k, v) // never the older value
-					}
-				}
-				for _, k := range ds.gone {
-					if got := lookup(t, c, k); got == hit {
-						t.Fatalf("%s: deleted %s is back", desc, k)
-					}
-				}
-				st := c.Stats()
-				if st.CorruptRecord+st.TornTails > 0 || nerr > 0 {
-					noticed++
-				} else if tg.noticed && st.Blobs > 0 {
-					// Damage to a dead record is never read, so nothing can notice it.
-					t.Fatalf("%s: not counted: %+v", desc, st)
+				if !seen && tg.noticed && c.Stats().Blobs > 0 {
+					t.Fatalf("%s: not counted: %+v", desc, c.Stats())
 				}
 				if i%16 == 0 {
 					// Still usable: a new blob is written and read back.
@@ -345,4 +378,70 @@ func TestBitFlipsOnDisk(t *testing.T) {
 			t.Logf("%d bytes damaged one at a time; %d times noticed, %d keys lost in all", len(ts), noticed, lost)
 		})
 	}
+}
+
+// FuzzDamagedCache damages a cache directory with a burst of up to 4 bytes anywhere in its
+// segment (sealed or unsealed), bloom.dat or identity file, reopens it and checks every key as
+// TestBitFlipsOnDisk does. sel picks the set and the file; off is taken modulo the file size.
+func FuzzDamagedCache(f *testing.F) {
+	fs := faultyFS()
+	fs.Add(&errorfs.Fault{Ops: errorfs.OpSync | errorfs.OpSyncDir, Action: errorfs.Ignore})
+	opts := small(withFS(fs), WithVerifyOnRead(true), WithExpectedBlobs(64))
+	sets := [2]*damageSet{buildDamageSet(f, true, opts), buildDamageSet(f, false, opts)}
+	dirs := [2]string{filepath.Join(f.TempDir(), "sealed"), filepath.Join(f.TempDir(), "unsealed")}
+	segName := filepath.Join(segDir, segment.FileName(1))
+	files := []string{segName, segName, segName, segName, bloomFile, identityFile}
+	for _, seed := range []struct {
+		sel  uint8
+		off  uint32
+		mask []byte
+	}{
+		{0, 20, []byte{1}},                           // segment header
+		{0, segment.HeaderSize + 2, []byte{0x80}},    // first record's kind
+		{1, segment.HeaderSize + 40, []byte{1, 2}},   // a key or value, unsealed
+		{2, 1 << 30, []byte{0xff, 0xff, 0xff, 0xff}}, // somewhere
+		{8, 30, []byte{4}},                           // bloom.dat
+		{10, 3, []byte{0x20}},                        // identity
+	} {
+		f.Add(seed.sel, seed.off, seed.mask)
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, off uint32, mask []byte) {
+		mask = mask[:min(len(mask), 4)]
+		if len(mask) == 0 || record.IsZero(mask) {
+			return
+		}
+		set := int(sel % 2)
+		ds, dir := sets[set], dirs[set]
+		file := files[int(sel/2)%len(files)]
+		b, ok := ds.files[file]
+		if !ok {
+			return // no bloom.dat in the unsealed set
+		}
+		at := int64(off) % int64(len(b))
+		mask = mask[:min(int64(len(mask)), int64(len(b))-at)]
+		// Undo whatever the last input did, to every file.
+		for rel := range ds.files {
+			if p := filepath.Join(dir, rel); !bytes.Equal(ds.files[rel], readOrNil(p)) {
+				ds.restore(t, dir, rel)
+				if err := os.Truncate(p, int64(ds.trimmed[rel])); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(p, int64(len(ds.files[rel]))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		damage(t, dir, file, at, b, mask)
+		desc := fmt.Sprintf("set %d, %s bytes %d..%d ^%x", set, file, at, at+int64(len(mask)), mask)
+		_, _, c := ds.checkDamaged(t, dir, opts, desc, ds.mayLose(set == 0, file, at, at+int64(len(mask))))
+		if c != nil {
+			c.crash()
+		}
+	})
+}
+
+// readOrNil returns the content of a file, or nil.
+func readOrNil(p string) []byte {
+	b, _ := os.ReadFile(p)
+	return b
 }

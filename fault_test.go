@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -521,13 +522,24 @@ func faultModel(t *testing.T, faults []*errorfs.Fault) {
 	c := open(t, dir, opts...)
 	defer func() { fs.Clear(); c.Close() }()
 	on()
-	model := map[string][]byte{}
+	// model holds the values each key may hold: the last Put that returned nil, or after an
+	// error every value since (a failed Put may or may not have replaced the one before). A
+	// miss is always allowed.
+	model := map[string][][]byte{}
 	outcomes := map[outcome]int{}
 	var putErrs, delErrs int
+	var trace []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last operations:\n%s", strings.Join(trace[max(0, len(trace)-300):], "\n"))
+		}
+	}()
 	steps := *faultSteps
 	for step := range steps {
 		k := fmt.Sprintf("key-%d", rng.IntN(150))
-		switch op := rng.IntN(100); {
+		op := rng.IntN(100)
+		trace = append(trace, fmt.Sprintf("%d: op %d %s (model: %d values, %d faults so far)", step, op, k, len(model[k]), fs.Injected()))
+		switch {
 		case op < 35:
 			val := value(k, step, rng.IntN(9000))
 			var err error
@@ -539,18 +551,21 @@ func faultModel(t *testing.T, faults []*errorfs.Fault) {
 			if err != nil {
 				// The write may or may not have happened; the cache may forget the key.
 				putErrs++
+				trace = append(trace, fmt.Sprintf("    Put: %v", err))
+				model[k] = append(model[k], val)
+			} else {
+				model[k] = [][]byte{val}
 			}
-			model[k] = val
 		case op < 45:
 			if err := c.Delete([]byte(k)); err != nil {
 				delErrs++
 				// Not done: the old value may stay, or go.
-				outcomes[lookup(t, c, k, model[k])]++
+				outcomes[lookup(t, c, k, model[k]...)]++
 				continue
 			}
 			delete(model, k)
 		case op < 93:
-			outcomes[lookup(t, c, k, model[k])]++
+			outcomes[lookup(t, c, k, model[k]...)]++
 		case op < 98:
 			c.Drain()
 		default:
@@ -562,7 +577,7 @@ func faultModel(t *testing.T, faults []*errorfs.Fault) {
 	}
 	fs.Clear()
 	for k := range model {
-		outcomes[lookup(t, c, k, model[k])]++
+		outcomes[lookup(t, c, k, model[k]...)]++
 	}
 	t.Logf("%d steps, %d faults injected: reads %v; %d Put and %d Delete errors",
 		steps, fs.Injected(), outcomes, putErrs, delErrs)

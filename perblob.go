@@ -207,21 +207,47 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 			files = append(files, file{h, seq, fi.Size()})
 		}
 	}
-	slices.SortFunc(files, func(a, b file) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
+	slices.SortFunc(files, func(a, b file) int { return cmpSeq(a.seq, b.seq) })
+	// Of several files of one key, the newest whole one wins: a crash may leave the newest torn
+	// (created, never written); older ones are what a finished overwrite would have removed.
+	newest := map[uint64]uint64{}
+	dups := map[uint64]bool{}
+	for _, f := range files {
+		if _, ok := newest[f.h]; ok {
+			dups[f.h] = true
 		}
-		return 0
-	})
+		newest[f.h] = max(newest[f.h], f.seq)
+	}
+	if len(dups) > 0 {
+		kept := files[:0]
+		byHash := map[uint64][]file{}
+		for _, f := range files {
+			if dups[f.h] {
+				byHash[f.h] = append(byHash[f.h], f)
+			} else {
+				kept = append(kept, f)
+			}
+		}
+		for h, fs := range byHash {
+			winner := -1
+			for i := len(fs) - 1; i >= 0; i-- { // newest first (files are sorted by seq)
+				if winner < 0 && c.blobFileWhole(h, fs[i].seq) {
+					winner = i
+					continue
+				}
+				c.removeOrphan(c.blobPath(h, fs[i].seq))
+			}
+			if winner >= 0 {
+				kept = append(kept, fs[winner])
+			}
+		}
+		files = kept
+		slices.SortFunc(files, func(a, b file) int { return cmpSeq(a.seq, b.seq) })
+	}
 	var maxSeq uint64
 	for _, f := range files {
 		loc := seqLoc(f.seq, uint32(f.size))
-		if old, had := c.idx.Put(f.h, loc); had {
-			c.removeBlob(f.h, old) // superseded by a newer file of the same key
-		}
+		c.idx.Put(f.h, loc)
 		if c.opts.MaxSize > 0 {
 			c.fifo = append(c.fifo, fifoEntry{h: f.h, loc: loc})
 		}
@@ -230,4 +256,26 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 	}
 	c.blobSeq.Store(maxSeq)
 	return bloom.Stamp{identityVersion, uint64(c.idx.Len()), maxSeq, 1}, nil
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// blobFileWhole reports whether the blob file of h and seq holds one whole record of a key with
+// hash h (header, key and value checksums all check).
+func (c *Cache) blobFileWhole(h, seq uint64) bool {
+	b, err := readFile(c.opts.fs, c.blobPath(h, seq))
+	if err != nil {
+		return false
+	}
+	hdr, key, err := record.Decode(b)
+	return err == nil && hdr.Kind == record.KindPut && hdr.Len() == int64(len(b)) &&
+		record.KeyHash(key) == h && record.CheckValue(hdr, b[record.HeaderSize+len(key):]) == nil
 }

@@ -134,11 +134,26 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
 			c.stats.corrupt.Add(uint64(max(1, res.Skipped)))
 			c.noteCorruption(fmt.Errorf("%w: %w", ErrCorrupt, res.Err))
 		}
+		var lost [][]byte
+		if res.Err != nil && !res.Torn && res.End < size {
+			// The scan stopped at damage: the records after it are lost with it. Forget their
+			// keys (below, and durably once the writer runs) so that none of them falls back
+			// to an older record.
+			lost, err = segment.LostKeys(f, res.End, size)
+			if err != nil {
+				f.Close()
+				return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, err)
+			}
+		}
 		if _, err := segment.WriteFooter(f, entries, res.End, c.opts.Fsync); err != nil {
 			f.Close()
 			return nil, nil, fmt.Errorf("blobcache: seal recovered segment %s: %w", path, err)
 		}
 		dataEnd = res.End
+		for _, k := range lost {
+			entries = append(entries, record.Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
+		}
+		c.lost = append(c.lost, lost...)
 	}
 	if repaired && len(entries) == 0 {
 		// Nothing in it: a stray file with a segment's name.

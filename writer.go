@@ -56,6 +56,9 @@ type writer struct {
 	failErr   error      // a flush error not yet reported to a caller
 	lastErr   error      // the last flush error
 	poisoned  *segHandle // a segment with a failed batch in it: seal it before anything else
+	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
+	// written so that a restart does not bring back an older record of theirs.
+	forgotten [][]byte
 	nextSeq   uint64
 	active    *segHandle // segment that new batches are placed in
 	activeEnd int64      // where the next batch goes in active
@@ -99,15 +102,51 @@ func newWriter(c *Cache) *writer {
 }
 
 // append adds one record to the open batch, cutting and waiting for a batch as needed.
-func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool) error {
-	n := hdr.Len()
+// accepted reports whether the record was taken (it may be, with an error about an earlier
+// batch).
+func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool) (accepted bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// An earlier batch that failed is reported once, to this caller, but this record is still
+	// taken: the error says writes are failing and blobs were lost, not that this one was.
+	var earlier error
 	if w.failErr != nil {
-		err := w.failErr
+		earlier = w.failErr
+		if !errors.Is(earlier, ErrWriteFailed) {
+			earlier = fmt.Errorf("%w: %w", ErrWriteFailed, earlier)
+		}
 		w.failErr = nil
-		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
+	w.writeForgotten()
+	if err := w.appendLocked(h, hdr, key, value, copyValue); err != nil {
+		return false, err
+	}
+	return true, earlier
+}
+
+// writeForgotten appends tombstones for the keys of failed batches, except keys written again
+// since (in the index or an unflushed batch: that newer record decides). The caller holds mu.
+func (w *writer) writeForgotten() {
+	for len(w.forgotten) > 0 && !w.closed {
+		key := w.forgotten[0]
+		w.forgotten = w.forgotten[1:]
+		h := record.KeyHash(key)
+		if _, ok := w.c.idx.Get(h); ok {
+			continue
+		}
+		if _, ok := w.lookup(h, key, false); ok {
+			continue
+		}
+		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
+		if err := w.appendLocked(h, hdr, key, nil, true); err != nil {
+			return
+		}
+	}
+}
+
+// appendLocked is append with mu held.
+func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool) error {
+	n := hdr.Len()
 	for {
 		b, err := w.openBatch()
 		if err != nil {
@@ -242,8 +281,9 @@ func (w *writer) sealActive() {
 // error wrapping ErrWriteFailed if a batch failed to write meanwhile.
 func (w *writer) drain(consume bool) error {
 	before := w.c.stats.flushErrors.Load()
-	for {
+	for round := 0; ; round++ {
 		w.mu.Lock()
+		w.writeForgotten()
 		if err := w.cut(); err != nil && w.failErr == nil {
 			w.failErr = err
 		}
@@ -257,9 +297,9 @@ func (w *writer) drain(consume bool) error {
 		w.mu.Unlock()
 		w.waitCommitted(target)
 		w.mu.Lock()
-		again := w.poisoned != nil && w.poisoned == w.active
+		again := w.poisoned != nil && w.poisoned == w.active || len(w.forgotten) > 0 && w.failErr == nil
 		w.mu.Unlock()
-		if !again {
+		if !again || round == 8 {
 			break
 		}
 	}
@@ -350,10 +390,16 @@ func (w *writer) commit(j *flushJob) {
 			}
 		}
 		c.stats.flushErrors.Add(1)
+		var keys [][]byte
 		if c.opts.PerBlobFiles {
-			c.forgetBlobFiles(j)
+			c.forgetBlobFiles(j) // removing the old files above made the forgetting durable
+		} else {
+			for i := range entries {
+				keys = append(keys, j.b.Key(i))
+			}
 		}
 		w.mu.Lock()
+		w.forgotten = append(w.forgotten, keys...)
 		w.failErr = j.err
 		w.lastErr = j.err
 		// Its range in the segment is now a gap that a recovery scan would stop at: the records
@@ -462,6 +508,7 @@ func (w *writer) close() {
 		w.mu.Unlock()
 		return
 	}
+	w.writeForgotten()
 	_ = w.cut()
 	w.closed = true
 	w.sealActive()

@@ -261,3 +261,14 @@ func (b *Batch) Record(i int) [][]byte {
 	}
 	return out
 }
+
+// Key returns a copy of the key of entry i.
+func (b *Batch) Key(i int) []byte {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.entries[i]
+	var hk [record.HeaderSize + record.MaxKeyLen]byte
+	n := int(e.Length-e.ValueLen) - record.HeaderSize
+	b.copyAt(hk[:record.HeaderSize+n], int64(e.Offset))
+	return append([]byte(nil), hk[record.HeaderSize:record.HeaderSize+n]...)
+}

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -397,4 +398,46 @@ func (s *scanner) freed(off, end int64) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// LostKeys returns the keys of the records that a scan stopped by damage at off could not
+// recover: the apparent key of the damaged record itself (its header failed its checks, so this
+// is a best guess), and the key of every record further on whose header and key check. The
+// caller forgets these keys, so that an older record of one of them does not stand in for a
+// newer one lost with the damage. A key may be returned that was never lost (a record image
+// stored inside a value, say): forgetting it too is harmless for a cache.
+func LostKeys(f vfs.File, off, size int64) ([][]byte, error) {
+	if off >= size {
+		return nil, nil
+	}
+	s := &scanner{f: f, name: f.Name(), size: size, buf: make([]byte, min(scanBufSize, size-off))}
+	var keys [][]byte
+	// The damaged record: its key length may be intact even if its checksum is not.
+	if b, err := s.window(off, min(size-off, record.HeaderSize)); err == nil && len(b) == record.HeaderSize {
+		if n := int64(binary.LittleEndian.Uint32(b[4:])); n > 0 && n <= record.MaxKeyLen && off+record.HeaderSize+n <= size {
+			if k, err := s.window(off+record.HeaderSize, n); err == nil {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+		}
+	}
+	magic := binary.LittleEndian.AppendUint16(nil, record.Magic)
+	for pos := off + 1; pos+record.HeaderSize <= size; {
+		chunk, err := s.window(pos, min(size-pos, int64(len(s.buf))))
+		if err != nil {
+			return keys, err
+		}
+		i := bytes.Index(chunk, magic)
+		if i < 0 {
+			pos += int64(max(1, len(chunk)-1)) // keep a magic split across chunks
+			continue
+		}
+		pos += int64(i)
+		if b, err := s.window(pos, min(size-pos, record.HeaderSize+record.MaxKeyLen)); err == nil {
+			if h, k, err := record.Decode(b); err == nil && h.Kind != record.KindPad && len(k) > 0 {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+		}
+		pos++
+	}
+	return keys, nil
 }
