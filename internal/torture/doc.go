@@ -1,0 +1,24 @@
+// Package torture holds the pieces of BlobCache's crash-torture harness that do not need the
+// cache: the operation log a writer process keeps, the values it writes, and the checker that
+// decides, after the writer was killed, whether what the reopened cache returns is allowed.
+//
+// The writer logs every operation twice: before it is called (Begin) and after it returned
+// (OK, or Fail). A Drain is logged the same way. The log is append-only, one fixed-size
+// checksummed entry per write(2), so a writer killed with SIGKILL leaves a log whose every
+// entry is whole (the page cache keeps what write returned); a torn entry at the end (a power
+// loss) is ignored.
+//
+// Values are derived from (key, version): a 16-byte stamp naming both, then bytes from a
+// generator seeded by them. A reader can tell from any value which write it came from and check
+// every byte of it.
+//
+// The checker's rule, per key: let d be the last operation on the key acknowledged before a
+// Drain that returned (or a Delete that returned, when it is durable by itself). After the
+// crash the key must read as d or as an operation begun after d: a Put's exact value, or a miss
+// for a Delete. With no durable operation, the key's state before the run is allowed too. When
+// the run may evict, a miss is always allowed, a hit never outside that set. Nothing else is: not
+// an older value, not a deleted one, not a torn one.
+//
+// Concurrency: a Log may be appended to from many goroutines. Checker is not safe for
+// concurrent use.
+package torture
