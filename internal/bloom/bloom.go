@@ -8,8 +8,9 @@ import (
 )
 
 const (
-	// DefaultBitsPerKey is the bits per key New uses when given 0: about 1%
-	// false positives (0.96% by the model below, measured 0.95-0.97%).
+	// DefaultBitsPerKey is the bits per key New uses when given 0 or less:
+	// about 1% false positives at the designed load (0.958% by the model in
+	// chooseK, 0.954-0.980% measured with 1M keys, five seeds).
 	DefaultBitsPerKey = 10
 
 	// MaxBytes caps the bit array at 8 GiB. New clamps to it (the filter stays
@@ -29,11 +30,11 @@ const (
 	blockBytes = blockBits / 8          // 64
 	maxBlocks  = MaxBytes / blockBytes
 
-	// mix is 2^64 divided by the golden ratio, rounded to odd: multiplying
-	// by it remixes the hash (Fibonacci hashing) so that probes do not
-	// depend on the same bits as the block choice alone, and so that hashes
-	// which are not perfectly random still spread. The probes are then read
-	// off the product 9 bits at a time.
+	// mix is 2^64 divided by the golden ratio, rounded to odd. Multiplying by
+	// it (Fibonacci hashing) spreads the hash over the product, so that each
+	// probe depends on many bits of the hash and not only on the high bits
+	// that also choose the block. The probes are read off the product 9 bits
+	// at a time.
 	mix = 0x9e3779b97f4a7c15
 )
 
@@ -83,8 +84,8 @@ func newFilter(nblocks uint64, k int) *Filter {
 // dominate the false-positive rate. So we take the k that minimises the
 // blocked model fpr (below), and among those within 1% of that minimum the
 // smallest, since every probe costs time on Add and Test. For 10 bits per key
-// this gives k=6 (model FPR 0.958%; k=7 gives 0.957%); for 4, 8, 12 it gives
-// 3, 5, 7, and MaxK from 13 up.
+// this gives k=6 (model FPR 0.958%; k=7 gives 0.957%); for 4, 8, 9 it gives
+// 3, 5, 6, and MaxK (7) from 11 up.
 func chooseK(bitsPerKey int) int {
 	rates := make([]float64, MaxK+1)
 	best := 1
@@ -138,17 +139,23 @@ func (f *Filter) block(h uint64) int {
 // Add inserts hash h. The k probe bits are gathered per word and each touched
 // word gets one atomic OR, skipped when its bits are already set, so that
 // re-adding a present key writes nothing and leaves the cache line shared
-// with other cores' readers.
+// with other cores' readers. The loop visits only the touched words, through
+// a bitmap of them, rather than testing all eight for a non-zero mask: that
+// test is a coin flip per word and its mispredictions cost more than the ORs.
 func (f *Filter) Add(h uint64) {
 	blk := f.bits.Block(f.block(h))
 	var masks [bitset.BlockWords]uint64
+	var touched uint
 	x := h * mix
 	for range f.k {
 		x = bits.RotateLeft64(x, 9)
-		masks[x>>6&7] |= 1 << (x & 63)
+		w := x >> 6 & 7
+		masks[w] |= 1 << (x & 63)
+		touched |= 1 << w
 	}
-	for w, m := range masks {
-		if m != 0 && blk[w].Load()&m != m {
+	for ; touched != 0; touched &= touched - 1 {
+		w := bits.TrailingZeros(touched) & 7
+		if m := masks[w]; blk[w].Load()&m != m {
 			blk[w].Or(m)
 		}
 	}

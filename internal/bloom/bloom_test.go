@@ -335,3 +335,14 @@ func TestKeysEstimate(t *testing.T) {
 		t.Errorf("full filter: fill %v, Keys %d, EstimatedFPR %v", full.FillRatio(), full.Keys(), full.EstimatedFPR())
 	}
 }
+
+func TestNoAllocs(t *testing.T) {
+	f := New(1000, 10)
+	h := uint64(0x0123456789abcdef)
+	if n := testing.AllocsPerRun(100, func() { f.Add(h); h += mix }); n != 0 {
+		t.Errorf("Add allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = f.Test(h); h += mix }); n != 0 {
+		t.Errorf("Test allocates %v times", n)
+	}
+}

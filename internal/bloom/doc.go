@@ -5,16 +5,18 @@
 // The filter is blocked: an array of 512-bit blocks (one 64-byte cache line
 // each) in a bitset.Set. The caller passes the key's 64-bit hash (xxHash64,
 // never 0) and the filter does not hash again: the high 32 bits pick the
-// block, and the whole hash, remixed by one multiplication, gives all k probe
-// positions inside that block. So a Test touches one cache line.
+// block, and the whole hash, remixed by one multiplication, gives all k (at
+// most 7) probe positions of 9 bits inside that block. So a Test touches one
+// cache line and costs the same whether it answers yes or no.
 //
 // Invariants:
-//   - No false negatives: once Add(h) has returned, Test(h) is true, in every
-//     goroutine, until the filter is dropped.
+//   - No false negatives: once Add(h) has returned, every Test(h) that
+//     happens after it (in the sense of the Go memory model) is true, for
+//     the life of the filter.
 //   - Bits are never cleared. Deleting a key does not touch the filter; the
 //     cache rebuilds a fresh filter from its index and swaps it in when too
 //     many stale keys have raised the false-positive rate.
-//   - Size and k are fixed by New or Decode; nothing allocates afterwards.
+//   - Size and k are fixed by New or Decode. Add and Test never allocate.
 //
 // Concurrency: Add and Test are lock-free and may run from any number of
 // goroutines at once. Test does atomic loads only; Add does at most one

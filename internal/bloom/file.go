@@ -90,8 +90,9 @@ func (f *Filter) WriteTo(w io.Writer, stamp Stamp) (int64, error) {
 	return written, write()
 }
 
-// Decode reads a filter written by WriteTo and returns it with its stamp. It
-// consumes r to its end: bytes after the checksum are an error.
+// Decode reads a filter written by WriteTo and returns it with its stamp (a
+// zero Stamp on error). It consumes r to its end: bytes after the checksum are
+// an error.
 //
 // Malformed input returns an error wrapping ErrCorrupt (and, for a truncated
 // file, io.ErrUnexpectedEOF); a failed read returns the reader's error,
@@ -105,21 +106,21 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 	var stamp Stamp
 	var hdr [headerSize]byte
 	if n, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, stamp, readError("header", int64(n), err)
+		return nil, Stamp{}, readError("header", int64(n), err)
 	}
 	if string(hdr[:8]) != magic {
-		return nil, stamp, fmt.Errorf("%w: bad magic %q at offset 0", ErrCorrupt, hdr[:8])
+		return nil, Stamp{}, fmt.Errorf("%w: bad magic %q at offset 0", ErrCorrupt, hdr[:8])
 	}
 	if v := binary.LittleEndian.Uint32(hdr[8:]); v != version {
-		return nil, stamp, fmt.Errorf("%w: unsupported version %d at offset 8", ErrCorrupt, v)
+		return nil, Stamp{}, fmt.Errorf("%w: unsupported version %d at offset 8", ErrCorrupt, v)
 	}
 	k := binary.LittleEndian.Uint32(hdr[12:])
 	if k < 1 || k > MaxK {
-		return nil, stamp, fmt.Errorf("%w: k %d at offset 12 not in [1, %d]", ErrCorrupt, k, MaxK)
+		return nil, Stamp{}, fmt.Errorf("%w: k %d at offset 12 not in [1, %d]", ErrCorrupt, k, MaxK)
 	}
 	nblocks := binary.LittleEndian.Uint64(hdr[16:])
 	if nblocks < 1 || nblocks > maxBlocks {
-		return nil, stamp, fmt.Errorf("%w: nblocks %d at offset 16 not in [1, %d]", ErrCorrupt, nblocks, maxBlocks)
+		return nil, Stamp{}, fmt.Errorf("%w: nblocks %d at offset 16 not in [1, %d]", ErrCorrupt, nblocks, maxBlocks)
 	}
 	for i := range stamp {
 		stamp[i] = binary.LittleEndian.Uint64(hdr[24+8*i:])
@@ -130,11 +131,11 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 	src := r
 	remaining, known, err := remainingLen(r)
 	if err != nil {
-		return nil, stamp, err
+		return nil, Stamp{}, err
 	}
 	if known {
 		if remaining < rest {
-			return nil, stamp, fmt.Errorf("%w: truncated: nblocks %d needs a %d-byte file, have %d bytes: %w",
+			return nil, Stamp{}, fmt.Errorf("%w: truncated: nblocks %d needs a %d-byte file, have %d bytes: %w",
 				ErrCorrupt, nblocks, fileSize, headerSize+remaining, io.ErrUnexpectedEOF)
 		}
 	} else if rest > chunkSize {
@@ -145,7 +146,7 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 			c := make([]byte, min(chunkSize, fileSize-off))
 			n, err := io.ReadFull(r, c)
 			if err != nil {
-				return nil, stamp, readError("words", off+int64(n), err)
+				return nil, Stamp{}, readError("words", off+int64(n), err)
 			}
 			chunks = append(chunks, bytes.NewReader(c))
 			off += int64(n)
@@ -161,7 +162,7 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 		chunk := buf[:min(len(buf)/8, nw-w)*8]
 		n, err := io.ReadFull(src, chunk)
 		if err != nil {
-			return nil, stamp, readError("words", off+int64(n), err)
+			return nil, Stamp{}, readError("words", off+int64(n), err)
 		}
 		crc = crc32.Update(crc, castagnoli, chunk)
 		for i := 0; i < len(chunk); i += 8 {
@@ -172,19 +173,19 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 	}
 	var tail [crcSize + 1]byte
 	if n, err := io.ReadFull(src, tail[:crcSize]); err != nil {
-		return nil, stamp, readError("checksum", off+int64(n), err)
+		return nil, Stamp{}, readError("checksum", off+int64(n), err)
 	}
 	if stored := binary.LittleEndian.Uint32(tail[:]); stored != crc {
-		return nil, stamp, fmt.Errorf("%w: checksum at offset %d: stored %#08x, computed %#08x",
+		return nil, Stamp{}, fmt.Errorf("%w: checksum at offset %d: stored %#08x, computed %#08x",
 			ErrCorrupt, off, stored, crc)
 	}
 	// The checksum must end the input. src is either r or a buffer holding
 	// exactly rest bytes, so look at r.
 	switch n, err := io.ReadFull(r, tail[crcSize:]); {
 	case n > 0:
-		return nil, stamp, fmt.Errorf("%w: trailing bytes after offset %d", ErrCorrupt, fileSize)
+		return nil, Stamp{}, fmt.Errorf("%w: trailing bytes after offset %d", ErrCorrupt, fileSize)
 	case err != io.EOF:
-		return nil, stamp, fmt.Errorf("bloom: reading past offset %d: %w", fileSize, err)
+		return nil, Stamp{}, fmt.Errorf("bloom: reading past offset %d: %w", fileSize, err)
 	}
 	return f, stamp, nil
 }
