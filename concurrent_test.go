@@ -117,3 +117,38 @@ func TestConcurrentHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentWriteTo: readers copying blobs out with WriteTo (io.Copy), verification on,
+// never see another blob's bytes (the pooled buffer must not be reused while it is written).
+func TestConcurrentWriteTo(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithVerifyOnRead(true))...)
+	defer c.Close()
+	const n = 64
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		c.Put([]byte(k), value(k, 0, 3000+i*10))
+	}
+	c.Drain()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for i := range 2000 {
+				k := fmt.Sprintf("k%d", (i*7+g)%n)
+				r, ok := c.Get([]byte(k))
+				if !ok {
+					t.Errorf("%s: miss", k)
+					return
+				}
+				buf.Reset()
+				if _, err := io.Copy(&buf, r); err != nil || !bytes.Equal(buf.Bytes(), value(k, 0, 3000+((i*7+g)%n)*10)) {
+					t.Errorf("%s: %d bytes, err %v: not its value", k, buf.Len(), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -124,11 +124,14 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		}
 		v := r.val
 		r.val = nil
-		r.finish()
+		// Check first, write, and only then give the buffer back: v lives in it.
+		r.check()
 		if r.err != io.EOF {
+			r.release()
 			return 0, r.err
 		}
 		n, err := w.Write(v)
+		r.release()
 		return int64(n), err
 	}
 	var chunk []byte
@@ -182,6 +185,12 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 
 // finish ends the reader after its last byte: checks checksums, releases resources.
 func (r *Reader) finish() {
+	r.check()
+	r.release()
+}
+
+// check sets the reader's final error after its last byte: io.EOF, or a checksum mismatch.
+func (r *Reader) check() {
 	r.err = io.EOF
 	if r.verify {
 		if r.crc != r.wantCRC {
@@ -195,7 +204,6 @@ func (r *Reader) finish() {
 			r.c.stats.corrupt.Add(1)
 		}
 	}
-	r.release()
 }
 
 func (r *Reader) fail(err error) {

@@ -5,6 +5,7 @@
 //	blobcache del    --dir D KEY          delete KEY
 //	blobcache stat   --dir D              segments, blobs, bytes, bloom fill and false-positive rate
 //	blobcache verify --dir D              check every record and checksum; exit 1 on corruption
+//	blobcache serve  [--dir D] [flags]    HTTP and memcached-protocol server (docs/SERVER.md)
 package main
 
 import (
@@ -27,6 +28,7 @@ commands:
   del    --dir D KEY          delete KEY
   stat   --dir D              print segments, blobs, bytes, bloom fill and estimated FPR
   verify --dir D              read every record and checksum; exit 1 on corruption
+  serve  [--dir D] [flags]    serve HTTP and the memcached protocol on 127.0.0.1 (serve -h)
 
 The default directory is $BLOBCACHE_DIR, or ./blobcache-data.
 `
@@ -64,6 +66,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd := args[0]
+	if cmd == "serve" {
+		return serveCommand(args[1:], stdout, stderr) // its own flags
+	}
 	fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	dir := fl.String("dir", defaultDir(), "cache directory")

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server"
+)
+
+const serveUsage = `usage: blobcache serve [flags]
+
+Serves the cache in --dir over HTTP (PUT/GET/HEAD/DELETE /v1/blobs/{key}, /healthz, /metrics)
+and the memcached protocol, on loopback unless told otherwise. SIGTERM or SIGINT stops it
+gracefully: requests in progress finish and the write buffer is drained to disk.
+
+Sizes take a K, M, G or T suffix (powers of 1024). An empty address disables that listener.
+
+flags:
+`
+
+// serveCommand is "blobcache serve": it runs until SIGTERM or SIGINT.
+func serveCommand(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, args, stdout, stderr)
+}
+
+// serve runs the server until ctx ends. It prints one line to stdout once the listeners are
+// open: "serving http=ADDR memcache=ADDR dir=DIR".
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.Usage = func() { fmt.Fprint(stderr, serveUsage); fl.PrintDefaults() }
+	var cfg server.Config
+	var (
+		tokenFile, tlsCert, tlsKey, logLevel string
+		maxValue, maxInflight, maxHeader     = sizeFlag(0), sizeFlag(0), sizeFlag(64 << 10)
+		maxLine                              = sizeFlag(16 << 10)
+		maxSize, segSize, wbufSize           = sizeFlag(0), sizeFlag(0), sizeFlag(0)
+		expected                             int64
+		noVerify                             bool
+	)
+	fl.StringVar(&cfg.Dir, "dir", defaultDir(), "cache directory (created if missing)")
+	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	fl.StringVar(&cfg.MemcacheAddr, "memcache", "127.0.0.1:11211", "memcached-protocol listen address")
+	fl.StringVar(&cfg.Token, "token", os.Getenv("BLOBCACHE_TOKEN"), "bearer token (HTTP) and ASCII-auth password (memcached); default $BLOBCACHE_TOKEN")
+	fl.StringVar(&tokenFile, "token-file", "", "read the token from this file (keeps it out of the process list)")
+	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, both listeners use TLS")
+	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	fl.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP port")
+	fl.IntVar(&cfg.MaxKeyLen, "max-key-size", blobcache.MaxKeyLen, "longest HTTP key in bytes (memcached keys: 250)")
+	fl.Var(&maxValue, "max-value-size", "largest value (default: what the write buffer holds)")
+	fl.Var(&maxInflight, "max-inflight-bytes", "memory for values between the network and the cache (default 256M); past it writes get 503")
+	fl.DurationVar(&cfg.AdmitTimeout, "admit-timeout", time.Second, "how long a write waits for value memory before 503")
+	fl.Var(&maxHeader, "max-header-size", "largest HTTP request header")
+	fl.Var(&maxLine, "max-line-size", "longest memcached command line")
+	fl.IntVar(&cfg.MaxConns, "max-conns", 4096, "open connections per listener")
+	fl.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time to read an HTTP request header")
+	fl.DurationVar(&cfg.ReadTimeout, "read-timeout", 60*time.Second, "time to read a request with its body or data block")
+	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "time to write a response")
+	fl.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close idle keep-alive connections after this long (default 2m HTTP, 5m memcached)")
+	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time allowed to requests in progress at shutdown")
+	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it (default unlimited)")
+	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
+	fl.Var(&wbufSize, "write-buffer-size", "write batch size, which also bounds a value (default 64M)")
+	fl.BoolVar(&cfg.Cache.Fsync, "fsync", false, "sync every batch: a write is durable once the next flush returns")
+	fl.BoolVar(&cfg.Cache.DirectIOWrites, "direct-io", false, "write batches with O_DIRECT")
+	fl.BoolVar(&noVerify, "no-verify", false, "do not check value checksums on reads (headers are always checked)")
+	fl.Int64Var(&expected, "expected-blobs", 0, "size the index and bloom filter for this many blobs (default 1M)")
+	fl.DurationVar(&cfg.Cache.FlushInterval, "flush-interval", 0, "longest wait of a partly filled write batch (default 100ms)")
+	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError(2)
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "blobcache serve: unexpected arguments %q\n", fl.Args())
+		return exitError(2)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "blobcache serve: --log-level: %v\n", err)
+		return exitError(2)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.MaxValueSize, cfg.MaxInflightBytes = int64(maxValue), int64(maxInflight)
+	cfg.MaxHeaderBytes, cfg.MaxLineBytes = int(maxHeader), int(maxLine)
+	cfg.Cache.MaxSize, cfg.Cache.SegmentSize, cfg.Cache.WriteBufferSize = int64(maxSize), int64(segSize), int64(wbufSize)
+	cfg.Cache.ExpectedBlobs = expected
+	cfg.Cache.VerifyOnRead = !noVerify
+	cfg.Version = "blobcache-" + version()
+
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+		if cfg.Token == "" {
+			return fmt.Errorf("serve: %s holds no token", tokenFile)
+		}
+	}
+	if (tlsCert == "") != (tlsKey == "") {
+		fmt.Fprintln(stderr, "blobcache serve: --tls-cert and --tls-key go together")
+		return exitError(2)
+	}
+	if tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	for _, addr := range []string{cfg.HTTPAddr, cfg.MemcacheAddr} {
+		if addr != "" && !isLoopback(addr) && (cfg.Token == "" || cfg.TLS == nil) {
+			cfg.Log.Warn("listening beyond loopback without both a token and TLS: anyone who can reach it can read and write the cache", "addr", addr)
+		}
+	}
+
+	s, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "serving http=%s memcache=%s dir=%s\n", s.HTTPAddr(), s.MemcacheAddr(), cfg.Dir)
+	return s.Run(ctx)
+}
+
+// isLoopback reports whether a listen address binds only loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// sizeFlag is a byte count with an optional K, M, G or T suffix (powers of 1024, an optional
+// trailing "B" or "iB").
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return strconv.FormatInt(int64(*s), 10) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+func parseSize(v string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(v)), "B"), "I")
+	shift := 0
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+	}
+	if shift > 0 {
+		t = t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("bad size %q: want a number of bytes with an optional K, M, G or T suffix", v)
+	}
+	return n << shift, nil
+}

@@ -1,0 +1,399 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/item"
+	"github.com/seed57392e9e/blobcache/server/metrics"
+	"github.com/seed57392e9e/blobcache/server/store"
+)
+
+// BlobPrefix is the path under which blobs live.
+const BlobPrefix = "/v1/blobs/"
+
+// Config configures a Handler.
+type Config struct {
+	// MaxKeyLen is the longest key accepted, in bytes. 0 means blobcache.MaxKeyLen, the most
+	// the cache stores.
+	MaxKeyLen int
+	// Token, if not empty, is required as "Authorization: Bearer <Token>" on every path but
+	// /healthz. Compared in constant time.
+	Token string
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
+	// Metrics records requests and serves /metrics; nil disables both.
+	Metrics *metrics.Metrics
+	// Log receives server errors; nil discards them.
+	Log *slog.Logger
+}
+
+// Handler serves the HTTP interface.
+type Handler struct {
+	st        *store.Store
+	maxKeyLen int
+	tokenSum  [sha256.Size]byte
+	auth      bool
+	m         *metrics.Metrics
+	metricsH  http.Handler
+	pprof     http.Handler
+	log       *slog.Logger
+	draining  atomic.Bool
+}
+
+// New returns a Handler over st.
+func New(st *store.Store, cfg Config) (*Handler, error) {
+	if cfg.MaxKeyLen == 0 {
+		cfg.MaxKeyLen = blobcache.MaxKeyLen
+	}
+	if cfg.MaxKeyLen < 1 || cfg.MaxKeyLen > blobcache.MaxKeyLen {
+		return nil, fmt.Errorf("httpapi: MaxKeyLen %d is outside [1, %d]", cfg.MaxKeyLen, blobcache.MaxKeyLen)
+	}
+	h := &Handler{st: st, maxKeyLen: cfg.MaxKeyLen, m: cfg.Metrics, log: cfg.Log}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token != "" {
+		h.auth = true
+		h.tokenSum = sha256.Sum256([]byte(cfg.Token))
+	}
+	if cfg.Metrics != nil {
+		h.metricsH = cfg.Metrics.Handler()
+	}
+	if cfg.Pprof {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		h.pprof = mux
+	}
+	return h, nil
+}
+
+// MarkDraining makes /healthz answer 503, so that load balancers stop sending work while the
+// server shuts down.
+func (h *Handler) MarkDraining() { h.draining.Store(true) }
+
+// ServeHTTP routes a request. Paths are matched on the decoded path without cleaning, so that
+// keys may hold any bytes ("//", "..", "%2F").
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	switch {
+	case path == "/healthz":
+		h.healthz(w, r)
+	case !h.authorized(r):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="blobcache"`)
+		http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+		h.m.Request("http", op(r.Method), "401", 0)
+	case strings.HasPrefix(path, BlobPrefix):
+		h.blob(w, r, path[len(BlobPrefix):])
+	case path == "/metrics" && h.metricsH != nil:
+		h.metricsH.ServeHTTP(w, r)
+	case strings.HasPrefix(path, "/debug/pprof/") && h.pprof != nil:
+		h.pprof.ServeHTTP(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if h.draining.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+// authorized compares the bearer token in constant time (of the token's SHA-256, so that not
+// even its length leaks).
+func (h *Handler) authorized(r *http.Request) bool {
+	if !h.auth {
+		return true
+	}
+	v := r.Header.Get("Authorization")
+	const scheme = "bearer "
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(v[len(scheme):])))
+	return subtle.ConstantTimeCompare(got[:], h.tokenSum[:]) == 1
+}
+
+func op(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
+		return strings.ToLower(method)
+	}
+	return "other"
+}
+
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request, key string) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		h.m.Request("http", op(r.Method), strconv.Itoa(sw.code()), time.Since(start))
+	}()
+	if len(key) == 0 || len(key) > h.maxKeyLen {
+		http.Error(sw, fmt.Sprintf("bad key: %d bytes, want 1 to %d", len(key), h.maxKeyLen), http.StatusBadRequest)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.get(sw, r, []byte(key))
+	case http.MethodPut:
+		h.put(sw, r, []byte(key))
+	case http.MethodDelete:
+		h.delete(sw, []byte(key))
+	default:
+		sw.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		http.Error(sw, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// Request and response headers beyond the standard ones.
+const (
+	hdrFlags = "Blobcache-Flags"
+	hdrTTL   = "Blobcache-Ttl"
+)
+
+func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
+	n := r.ContentLength
+	if n < 0 {
+		http.Error(w, "Content-Length is required", http.StatusLengthRequired)
+		return
+	}
+	if max := h.st.MaxValueSize(); n > max {
+		w.Header().Set("Connection", "close") // do not read a body we refuse
+		http.Error(w, fmt.Sprintf("value of %d bytes, the limit is %d", n, max), http.StatusRequestEntityTooLarge)
+		return
+	}
+	var m item.Meta
+	if v := r.Header.Get(hdrFlags); v != "" {
+		f, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			http.Error(w, "bad "+hdrFlags+" header", http.StatusBadRequest)
+			return
+		}
+		m.Flags = uint32(f)
+	}
+	if v := r.Header.Get(hdrTTL); v != "" {
+		ttl, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ttl <= 0 || ttl > 1<<40 {
+			http.Error(w, "bad "+hdrTTL+" header: want seconds > 0", http.StatusBadRequest)
+			return
+		}
+		m.Expires = h.st.Now().Unix() + ttl
+	}
+	v, err := h.st.Reserve(r.Context(), n)
+	if err != nil {
+		if errors.Is(err, store.ErrBusy) {
+			h.m.Busy("http")
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.error(w, err) // the client went away
+		return
+	}
+	defer v.Release()
+	if _, err := io.ReadFull(r.Body, v.Bytes()); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			http.Error(w, "timed out reading the body", http.StatusRequestTimeout)
+			return
+		}
+		http.Error(w, fmt.Sprintf("truncated body: %v", err), http.StatusBadRequest)
+		return
+	}
+	if err := h.st.Put(key, v, m); err != nil {
+		h.error(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) delete(w http.ResponseWriter, key []byte) {
+	if err := h.st.Delete(key); err != nil {
+		h.error(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// error answers a cache error.
+func (h *Handler) error(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, blobcache.ErrInvalidKey):
+		code = http.StatusBadRequest
+	case errors.Is(err, blobcache.ErrValueTooLarge):
+		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, blobcache.ErrClosed):
+		code = http.StatusServiceUnavailable
+	default:
+		h.log.Error("request failed", "err", err)
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// ETag is the entity tag of a stored blob: its CRC-32C and length. Empty without a checksum.
+func ETag(info store.Info) string {
+	if !info.HasSum {
+		return ""
+	}
+	return fmt.Sprintf(`"%08x-%x"`, info.Sum, info.BlobSize)
+}
+
+func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
+	lw := &lazyWriter{w: w}
+	found, err := h.st.Get(r.Context(), key, func(info store.Info) (store.Plan, error) {
+		lw.reset()
+		hdr := lw.hdr
+		etag := ETag(info)
+		hdr.Set("Content-Type", "application/octet-stream")
+		hdr.Set("Accept-Ranges", "bytes")
+		if etag != "" {
+			hdr.Set("ETag", etag)
+		}
+		if info.Flags != 0 {
+			hdr.Set(hdrFlags, strconv.FormatUint(uint64(info.Flags), 10))
+		}
+		if info.Expires != 0 {
+			hdr.Set("Expires", time.Unix(info.Expires, 0).UTC().Format(http.TimeFormat))
+		}
+		if etag != "" && noneMatch(r.Header.Get("If-None-Match"), etag) {
+			hdr.Del("Content-Type")
+			lw.status = http.StatusNotModified
+			return store.Plan{}, nil
+		}
+		off, n := int64(0), info.Size
+		if rh := r.Header.Get("Range"); rh != "" && ifRange(r.Header.Get("If-Range"), etag) {
+			s, l, res := parseRange(rh, info.Size)
+			switch res {
+			case rangeOK:
+				off, n = s, l
+				lw.status = http.StatusPartialContent
+				hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", s, s+l-1, info.Size))
+			case rangeUnsatisfiable:
+				lw.status = http.StatusRequestedRangeNotSatisfiable
+				hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+				hdr.Del("Content-Type")
+				hdr.Set("Content-Length", "0")
+				return store.Plan{}, nil
+			}
+		}
+		hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+		if r.Method == http.MethodHead || n == 0 {
+			return store.Plan{}, nil
+		}
+		return store.Plan{W: lw, Off: off, N: n}, nil
+	})
+	switch {
+	case !found && err == nil:
+		http.Error(w, "not found", http.StatusNotFound)
+	case err == nil:
+		lw.commit()
+	case errors.Is(err, store.ErrBusy):
+		h.m.Busy("http")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case r.Context().Err() != nil && !lw.committed:
+		// The client went away while the read waited for memory.
+	case !lw.committed:
+		h.log.Error("read failed", "key", fmt.Sprintf("%q", key), "err", err)
+		http.Error(w, "cannot read the blob", http.StatusInternalServerError)
+	default:
+		// Part of the body is out: the only honest answer left is a broken response, which the
+		// client sees as a body shorter than its Content-Length.
+		if !isClientGone(err) {
+			h.log.Error("read failed after the response started", "key", fmt.Sprintf("%q", key), "err", err)
+		}
+		w.failed = true
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func isClientGone(err error) bool {
+	var ne *net.OpError
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrHandlerTimeout)
+}
+
+// lazyWriter holds the response headers a Get's begin decides until the first body byte (or
+// the end of the Get), because begin may run again when the blob changes under a ranged read.
+type lazyWriter struct {
+	w         http.ResponseWriter
+	hdr       http.Header
+	status    int
+	committed bool
+}
+
+func (lw *lazyWriter) reset() {
+	lw.hdr = http.Header{}
+	lw.status = http.StatusOK
+}
+
+func (lw *lazyWriter) commit() {
+	if lw.committed {
+		return
+	}
+	lw.committed = true
+	dst := lw.w.Header()
+	for k, v := range lw.hdr {
+		dst[k] = v
+	}
+	lw.w.WriteHeader(lw.status)
+}
+
+func (lw *lazyWriter) Write(p []byte) (int, error) {
+	lw.commit()
+	return lw.w.Write(p)
+}
+
+// statusWriter remembers the status code for the request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	failed bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	switch {
+	case w.failed:
+		return 0 // aborted mid-body
+	case w.status == 0:
+		return http.StatusOK
+	}
+	return w.status
+}

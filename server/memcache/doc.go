@@ -1,0 +1,26 @@
+// Package memcache serves BlobCache over the memcached text protocol, so that every memcached
+// client and proxy (twemproxy, mcrouter) can use it.
+//
+// Commands: get, gets, set, delete, version, stats, verbosity, quit, and the meta commands mg,
+// ms, md, mn. Values are binary-safe; keys are 1 to 250 bytes without spaces or control bytes,
+// or any bytes with the meta commands' b flag (base64). Client flags and expiry times are
+// kept with the value (package item), so a get returns the flags that were set and an expired
+// item is a miss. Commands the cache cannot honour (add, replace, append, prepend, cas, incr,
+// decr, touch, gat, flush_all) are answered with SERVER_ERROR, after their data block is read,
+// so the connection stays usable.
+//
+// Errors follow memcached: ERROR for an unknown command, CLIENT_ERROR for a malformed one,
+// SERVER_ERROR when the server cannot do it. A request the server cannot resynchronise after
+// (an unreadable data length, a data block not followed by \r\n, a line over the limit) is
+// answered and the connection closed; nothing of it is stored.
+//
+// Pipelining: a connection's commands are answered in order, and answers are flushed when no
+// more requests are buffered, so pipelined requests share writes.
+//
+// Connections: a command line and its data must arrive within ReadTimeout of the command's
+// first byte, and a connection idle for IdleTimeout is closed (no slowloris). With a Token,
+// a connection must first authenticate the way memcached 1.6 does in ASCII mode: a set whose
+// data is "<user> <token>" (the user name is ignored).
+//
+// A Server is safe for concurrent use; Shutdown stops it gracefully.
+package memcache

@@ -1,0 +1,82 @@
+package memcache
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/store"
+)
+
+// testNow is the fixed clock of the test servers, so expiry times in scripts are exact.
+var testNow = time.Unix(1_700_000_000, 0)
+
+type env struct {
+	t    *testing.T
+	c    *blobcache.Cache
+	st   *store.Store
+	srv  *Server
+	addr string
+	done chan error
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	return newEnvStore(t, cfg, store.Config{})
+}
+
+func newEnvStore(t *testing.T, cfg Config, scfg store.Config) *env {
+	t.Helper()
+	c, err := blobcache.New(t.TempDir(), testOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scfg.Now == nil {
+		scfg.Now = func() time.Time { return testNow }
+	}
+	st, err := store.New(c, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "test"
+	}
+	srv := New(st, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c, st: st, srv: srv, addr: ln.Addr().String(), done: make(chan error, 1)}
+	go func() { e.done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-e.done; err != ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+		c.Close()
+	})
+	return e
+}
+
+func (e *env) dial() net.Conn {
+	e.t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// testOptions are small cache options: the defaults size the index and bloom filter for a
+// million blobs, which is slow to set up under the race detector.
+func testOptions() []blobcache.Option {
+	return []blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true)}
+}

@@ -1,0 +1,380 @@
+package memcache
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/server/metrics"
+	"github.com/seed57392e9e/blobcache/server/store"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("memcache: server closed")
+
+// Config configures a Server. Zero fields take the defaults stated.
+type Config struct {
+	// MaxLineBytes bounds a command line, and is the size of each connection's read buffer
+	// (default 16 KiB: a get of 60 keys of 250 bytes). A longer line is answered with
+	// CLIENT_ERROR and the connection closed.
+	MaxLineBytes int
+	// IdleTimeout closes a connection that sends no command for this long (default 5 min).
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the time from a command's first byte to the end of its data block
+	// (default 30s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the writing of one command's answer (default 30s).
+	WriteTimeout time.Duration
+	// Token, if set, must be presented by every connection before anything else (see the
+	// package comment).
+	Token string
+	// Version is what the version command reports.
+	Version string
+	// Metrics records commands and connections; nil records nothing.
+	Metrics *metrics.Metrics
+	// Log receives errors; nil discards them.
+	Log *slog.Logger
+}
+
+// Server serves the memcached protocol over a store.
+type Server struct {
+	st    *store.Store
+	cfg   Config
+	token [sha256.Size]byte
+	log   *slog.Logger
+	start time.Time
+
+	// ctx is cancelled when a shutdown gives up waiting, to stop admission waits.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		closing   bool
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+	}
+	wg sync.WaitGroup // connection goroutines
+
+	// testHooks are set by tests before Serve.
+	testHooks struct {
+		command    func(name string) // a command line was read
+		connClosed func()
+	}
+
+	stats struct {
+		conns, totalConns                         atomic.Int64
+		cmdGet, cmdSet, getHits, getMisses        atomic.Uint64
+		deleteHits, deleteMisses, bytesRead, sent atomic.Uint64
+	}
+}
+
+// New returns a Server over st.
+func New(st *store.Store, cfg Config) *Server {
+	if cfg.MaxLineBytes == 0 {
+		cfg.MaxLineBytes = 16 << 10
+	}
+	cfg.MaxLineBytes = max(cfg.MaxLineBytes, 1024)
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "blobcache"
+	}
+	s := &Server{st: st, cfg: cfg, log: cfg.Log, start: time.Now()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token != "" {
+		s.token = sha256.Sum256([]byte(cfg.Token))
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*conn]struct{})
+	return s
+}
+
+// Reject answers a connection refused by a connection limit, as memcached does.
+func Reject(c net.Conn) { io.WriteString(c, "SERVER_ERROR too many open connections\r\n") }
+
+// Serve accepts connections on l until Shutdown or an accept error. It always returns an
+// error: ErrServerClosed after Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.mu.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.mu.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of descriptors or the like: back off like net/http.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := s.newConn(nc)
+		s.mu.Lock()
+		if s.mu.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, lets every connection finish the command it is running, closes
+// idle ones at once, and waits for all to end. When ctx ends first it closes the rest and
+// returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.closing = true
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	for c := range s.mu.conns {
+		c.wakeIfIdle()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		s.mu.Lock()
+		for c := range s.mu.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (s *Server) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closing
+}
+
+// conn is one client connection, served by one goroutine.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	r  *bufio.Reader
+	w  *bufio.Writer
+
+	authed bool
+	toks   [][]byte // reused token slice
+
+	mu struct {
+		sync.Mutex
+		idle bool // waiting for the next command: Shutdown may close it
+	}
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	return &conn{
+		s:      s,
+		nc:     nc,
+		r:      bufio.NewReaderSize(nc, s.cfg.MaxLineBytes),
+		w:      bufio.NewWriterSize(nc, 16<<10),
+		authed: s.cfg.Token == "",
+		toks:   make([][]byte, 0, maxTokens),
+	}
+}
+
+// wakeIfIdle makes an idle connection's wait for a command return at once.
+func (c *conn) wakeIfIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.idle {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// errQuit ends a connection at the client's request.
+var errQuit = errors.New("quit")
+
+func (c *conn) serve() {
+	s := c.s
+	s.stats.conns.Add(1)
+	s.stats.totalConns.Add(1)
+	s.cfg.Metrics.ConnOpened("memcache")
+	defer func() {
+		c.nc.Close()
+		s.stats.conns.Add(-1)
+		s.cfg.Metrics.ConnClosed("memcache")
+		s.mu.Lock()
+		delete(s.mu.conns, c)
+		s.mu.Unlock()
+		if h := s.testHooks.connClosed; h != nil {
+			h()
+		}
+		s.wg.Done()
+	}()
+	for {
+		if !c.waitCommand() {
+			return
+		}
+		now := time.Now()
+		c.nc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+		c.nc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+		err := c.command()
+		if err == nil && c.r.Buffered() == 0 {
+			err = c.w.Flush()
+		}
+		if err != nil {
+			if err != errQuit && !isNetErr(err) {
+				s.log.Debug("memcache connection closed", "remote", c.nc.RemoteAddr(), "err", err)
+			}
+			c.w.Flush() // the error line, if any
+			if err != errQuit {
+				c.lingerClose()
+			}
+			return
+		}
+	}
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
+}
+
+// waitCommand waits for the first byte of the next command, up to the idle timeout. It
+// returns false when the connection should end.
+func (c *conn) waitCommand() bool {
+	if c.r.Buffered() > 0 {
+		return !c.s.closing()
+	}
+	c.mu.Lock()
+	if c.s.closing() {
+		c.mu.Unlock()
+		return false
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	c.mu.idle = true
+	c.mu.Unlock()
+	_, err := c.r.Peek(1)
+	c.mu.Lock()
+	c.mu.idle = false
+	c.mu.Unlock()
+	return err == nil
+}
+
+// readLine returns the next command line without its line ending ("\r\n", or "\n" alone as
+// memcached allows). The slice is valid until the next read.
+func (c *conn) readLine() ([]byte, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		c.clientError("line too long")
+		return nil, fmt.Errorf("memcache: command line over %d bytes", c.s.cfg.MaxLineBytes)
+	}
+	if err != nil {
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+func (c *conn) clientError(msg string) {
+	c.w.WriteString("CLIENT_ERROR ")
+	c.w.WriteString(msg)
+	c.w.WriteString("\r\n")
+}
+
+func (c *conn) serverError(msg string) {
+	c.w.WriteString("SERVER_ERROR ")
+	c.w.WriteString(msg)
+	c.w.WriteString("\r\n")
+}
+
+// readData reads a data block of n bytes and its "\r\n" into dst (len(dst) == n).
+func (c *conn) readData(dst []byte) error {
+	if _, err := io.ReadFull(c.r, dst); err != nil {
+		return err
+	}
+	c.s.stats.bytesRead.Add(uint64(len(dst)))
+	return c.readCRLF()
+}
+
+func (c *conn) readCRLF() error {
+	b1, err := c.r.ReadByte()
+	if err != nil {
+		return err
+	}
+	b2, err := c.r.ReadByte()
+	if err != nil {
+		return err
+	}
+	if b1 != '\r' || b2 != '\n' {
+		c.clientError("bad data chunk")
+		return errors.New("memcache: data block not followed by \\r\\n")
+	}
+	return nil
+}
+
+// swallow discards a data block of n bytes and its "\r\n".
+func (c *conn) swallow(n int64) error {
+	if _, err := c.r.Discard(int(min(n, 1<<62))); err != nil {
+		return err
+	}
+	return c.readCRLF()
+}
+
+// lingerClose half-closes a connection the server gives up on and reads what the client still
+// sends for a moment, so that closing with unread bytes does not reset the connection and
+// destroy the error line in flight (net/http does the same).
+func (c *conn) lingerClose() {
+	tc, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok {
+		return
+	}
+	tc.CloseWrite()
+	c.nc.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+	io.CopyN(io.Discard, c.nc, 1<<20)
+}

@@ -1,0 +1,69 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+)
+
+type fakeStats blobcache.Stats
+
+func (f *fakeStats) Stats() blobcache.Stats { return blobcache.Stats(*f) }
+
+func TestExposition(t *testing.T) {
+	src := &fakeStats{Hits: 3, Misses: 5, BloomRejects: 4, BloomFalsePositives: 1, Blobs: 7,
+		DiskBytes: 4096, Segments: 2, Evictions: 1, CorruptRecord: 2, Flushes: 4, FlushTime: 2 * time.Second}
+	m := New(src)
+	m.ObserveGet(time.Millisecond, true)
+	m.ObservePut(time.Millisecond)
+	m.Request("http", "get", "200", time.Millisecond)
+	m.ConnOpened("memcache")
+	m.ConnRejected("http")
+	m.Busy("http")
+	m.InflightBytes(100)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	out := string(body)
+	for _, want := range []string{
+		"blobcache_hits_total 3",
+		"blobcache_misses_total 5",
+		"blobcache_bloom_rejections_total 4",
+		"blobcache_bloom_false_positives_total 1",
+		"blobcache_blobs 7",
+		"blobcache_disk_bytes 4096",
+		"blobcache_segments 2",
+		"blobcache_evictions_total 1",
+		"blobcache_corrupt_records_total 2",
+		"blobcache_flush_seconds_total 2",
+		`blobcache_get_duration_seconds_count{result="hit"} 1`,
+		"blobcache_put_duration_seconds_count 1",
+		`blobcache_requests_total{op="get",proto="http",result="200"} 1`,
+		`blobcache_connections{proto="memcache"} 1`,
+		`blobcache_connections_rejected_total{proto="http"} 1`,
+		`blobcache_busy_rejections_total{proto="http"} 1`,
+		"blobcache_inflight_value_bytes 100",
+		"go_goroutines",
+	} {
+		if !strings.Contains(out, want+"\n") && !strings.Contains(out, want+" ") && !strings.Contains(out, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+}
+
+func TestNilMetrics(t *testing.T) {
+	var m *Metrics
+	m.ObserveGet(time.Millisecond, false)
+	m.ObservePut(time.Millisecond)
+	m.Request("http", "get", "200", time.Millisecond)
+	m.ConnOpened("http")
+	m.ConnClosed("http")
+	m.ConnRejected("http")
+	m.Busy("http")
+	m.InflightBytes(1)
+}

@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed57392e9e/blobcache"
+)
+
+// statsCollector turns one blobcache.Stats snapshot per scrape into const metrics.
+type statsCollector struct {
+	src   StatsSource
+	stats []statMetric
+}
+
+type statMetric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*blobcache.Stats) float64
+}
+
+func newStatsCollector(src StatsSource) *statsCollector {
+	c := &statsCollector{src: src}
+	counter := func(name, help string, v func(*blobcache.Stats) float64) {
+		c.stats = append(c.stats, statMetric{prometheus.NewDesc(name, help, nil, nil), prometheus.CounterValue, v})
+	}
+	gauge := func(name, help string, v func(*blobcache.Stats) float64) {
+		c.stats = append(c.stats, statMetric{prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, v})
+	}
+	counter("blobcache_hits_total", "Gets that found their blob.", func(s *blobcache.Stats) float64 { return float64(s.Hits) })
+	counter("blobcache_misses_total", "Gets that found nothing, whatever answered them (bloom filter, index or disk).", func(s *blobcache.Stats) float64 { return float64(s.Misses) })
+	counter("blobcache_bloom_rejections_total", "Misses answered by the bloom filter alone, without I/O.", func(s *blobcache.Stats) float64 { return float64(s.BloomRejects) })
+	counter("blobcache_bloom_false_positives_total", "Misses the bloom filter let through to the index.", func(s *blobcache.Stats) float64 { return float64(s.BloomFalsePositives) })
+	counter("blobcache_puts_total", "Blobs stored.", func(s *blobcache.Stats) float64 { return float64(s.Puts) })
+	counter("blobcache_deletes_total", "Blobs deleted.", func(s *blobcache.Stats) float64 { return float64(s.Deletes) })
+	counter("blobcache_put_waits_total", "Puts that waited for a free write buffer (backpressure).", func(s *blobcache.Stats) float64 { return float64(s.PutWaits) })
+	counter("blobcache_flushes_total", "Write batches written to segments.", func(s *blobcache.Stats) float64 { return float64(s.Flushes) })
+	counter("blobcache_flushed_bytes_total", "Bytes of write batches written to segments.", func(s *blobcache.Stats) float64 { return float64(s.FlushedBytes) })
+	counter("blobcache_flush_seconds_total", "Time flush workers spent writing batches; divided by blobcache_flushes_total it is the mean flush latency.", func(s *blobcache.Stats) float64 { return s.FlushTime.Seconds() })
+	counter("blobcache_flush_errors_total", "Batch writes that failed.", func(s *blobcache.Stats) float64 { return float64(s.FlushErrors) })
+	counter("blobcache_read_errors_total", "Reads of segment files that failed with an I/O error.", func(s *blobcache.Stats) float64 { return float64(s.ReadErrors) })
+	counter("blobcache_evictions_total", "Segments evicted to stay under the size limit.", func(s *blobcache.Stats) float64 { return float64(s.Evictions) })
+	counter("blobcache_evicted_bytes_total", "Disk bytes freed by evictions.", func(s *blobcache.Stats) float64 { return float64(s.EvictedBytes) })
+	counter("blobcache_punched_bytes_total", "Disk bytes returned by punching out overwritten and deleted records.", func(s *blobcache.Stats) float64 { return float64(s.PunchedBytes) })
+	counter("blobcache_corrupt_records_total", "Records that failed a check on read or recovery.", func(s *blobcache.Stats) float64 { return float64(s.CorruptRecord) })
+	counter("blobcache_torn_tails_total", "Segments whose unfinished tail was cut back on open.", func(s *blobcache.Stats) float64 { return float64(s.TornTails) })
+	counter("blobcache_orphans_removed_total", "Stray files removed from the cache directory.", func(s *blobcache.Stats) float64 { return float64(s.Orphans) })
+	counter("blobcache_bloom_rebuilds_total", "Bloom filter rebuilds.", func(s *blobcache.Stats) float64 { return float64(s.BloomRebuilds) })
+	gauge("blobcache_blobs", "Blobs stored in segments (the write buffer excluded).", func(s *blobcache.Stats) float64 { return float64(s.Blobs) })
+	gauge("blobcache_segments", "Live segment files.", func(s *blobcache.Stats) float64 { return float64(s.Segments) })
+	gauge("blobcache_disk_bytes", "Disk space of the segments (allocated bytes).", func(s *blobcache.Stats) float64 { return float64(s.DiskBytes) })
+	gauge("blobcache_pending_bytes", "Bytes in the write buffer, not yet in a segment.", func(s *blobcache.Stats) float64 { return float64(s.PendingBytes) })
+	gauge("blobcache_index_bytes", "Memory of the index.", func(s *blobcache.Stats) float64 { return float64(s.IndexBytes) })
+	gauge("blobcache_bloom_bytes", "Memory of the bloom filter.", func(s *blobcache.Stats) float64 { return float64(s.BloomBytes) })
+	gauge("blobcache_bloom_fill_ratio", "Fraction of bloom filter bits set.", func(s *blobcache.Stats) float64 { return s.BloomFill })
+	gauge("blobcache_bloom_estimated_fpr", "Estimated false-positive rate of the bloom filter.", func(s *blobcache.Stats) float64 { return s.BloomFPR })
+	return c
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range c.stats {
+		ch <- s.desc
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats()
+	for _, s := range c.stats {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value(&st))
+	}
+}

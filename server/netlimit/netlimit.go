@@ -1,0 +1,62 @@
+package netlimit
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// rejectTimeout bounds the refusal write, so a client that does not read cannot hold the
+// accept loop.
+const rejectTimeout = 100 * time.Millisecond
+
+// Listener is a net.Listener with a connection limit.
+type Listener struct {
+	net.Listener
+	max    int64
+	reject func(net.Conn)
+	open   atomic.Int64
+}
+
+// New wraps l so that at most max connections are open at once (max <= 0: no limit). reject,
+// if not nil, is called with each connection refused, before it is closed; it should write at
+// most a short message.
+func New(l net.Listener, max int, reject func(net.Conn)) *Listener {
+	return &Listener{Listener: l, max: int64(max), reject: reject}
+}
+
+// Open is the number of connections accepted and not yet closed.
+func (l *Listener) Open() int { return int(l.open.Load()) }
+
+// Accept returns the next connection within the limit.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if n := l.open.Add(1); l.max > 0 && n > l.max {
+			l.open.Add(-1)
+			if l.reject != nil {
+				c.SetWriteDeadline(time.Now().Add(rejectTimeout))
+				l.reject(c)
+			}
+			c.Close()
+			continue
+		}
+		return &conn{Conn: c, l: l}, nil
+	}
+}
+
+type conn struct {
+	net.Conn
+	l    *Listener
+	once sync.Once
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}

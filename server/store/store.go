@@ -1,0 +1,466 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/internal/bufpool"
+	"github.com/seed57392e9e/blobcache/server/item"
+	"github.com/seed57392e9e/blobcache/server/metrics"
+)
+
+// ErrBusy is returned by Reserve when the value memory stayed full for the admission timeout.
+var ErrBusy = errors.New("store: busy: value memory is full, try again")
+
+// Config configures a Store.
+type Config struct {
+	// MaxValueSize is the largest payload accepted. 0 means the most the cache accepts for a
+	// key of blobcache.MaxKeyLen bytes, less the item header.
+	MaxValueSize int64
+	// MaxInflightBytes bounds the memory of values held between the network and the cache
+	// (buffer capacities, so up to a quarter more than the values). 0 means 256 MiB, raised to
+	// hold at least one value of MaxValueSize. Larger lets more writes proceed at once.
+	MaxInflightBytes int64
+	// AdmitTimeout is how long a write waits for value memory before ErrBusy. 0 means 1s;
+	// negative means not at all.
+	AdmitTimeout time.Duration
+	// Metrics receives Get and Put latencies and the in-flight bytes; nil records nothing.
+	Metrics *metrics.Metrics
+	// Now is the clock for expiry; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store wraps a cache for the front ends.
+type Store struct {
+	c        *blobcache.Cache
+	maxValue int64
+	admit    time.Duration
+	gate     *semaphore.Weighted
+	inflight atomic.Int64
+	m        *metrics.Metrics
+	now      func() time.Time
+}
+
+// New returns a Store over c.
+func New(c *blobcache.Cache, cfg Config) (*Store, error) {
+	limit := c.MaxValueSize(blobcache.MaxKeyLen) - item.HeaderSize
+	if cfg.MaxValueSize == 0 {
+		cfg.MaxValueSize = limit
+	}
+	if cfg.MaxValueSize < 0 || cfg.MaxValueSize > limit {
+		return nil, fmt.Errorf("store: MaxValueSize %d is outside [1, %d], the cache's limit for a key of %d bytes",
+			cfg.MaxValueSize, limit, blobcache.MaxKeyLen)
+	}
+	_, biggest := bufpool.Class(item.HeaderSize + int(cfg.MaxValueSize))
+	if cfg.MaxInflightBytes == 0 {
+		cfg.MaxInflightBytes = max(256<<20, int64(biggest))
+	}
+	if cfg.MaxInflightBytes < int64(biggest) {
+		return nil, fmt.Errorf("store: MaxInflightBytes %d cannot hold one value of MaxValueSize %d (a %d-byte buffer)",
+			cfg.MaxInflightBytes, cfg.MaxValueSize, biggest)
+	}
+	if cfg.AdmitTimeout == 0 {
+		cfg.AdmitTimeout = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{
+		c:        c,
+		maxValue: cfg.MaxValueSize,
+		admit:    cfg.AdmitTimeout,
+		gate:     semaphore.NewWeighted(cfg.MaxInflightBytes),
+		m:        cfg.Metrics,
+		now:      cfg.Now,
+	}, nil
+}
+
+// Cache is the cache the store wraps.
+func (s *Store) Cache() *blobcache.Cache { return s.c }
+
+// MaxValueSize is the largest payload Reserve accepts.
+func (s *Store) MaxValueSize() int64 { return s.maxValue }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Value is memory reserved for one incoming payload. Fill Bytes, then Put it; Release it in
+// every case.
+type Value struct {
+	s    *Store
+	buf  *[]byte
+	held int64
+}
+
+// Reserve waits (up to the admission timeout, or until ctx is done) for memory for a payload
+// of n bytes. It fails with an error wrapping blobcache.ErrValueTooLarge past the value limit,
+// ErrBusy when the memory stayed full, or ctx's error.
+func (s *Store) Reserve(ctx context.Context, n int64) (*Value, error) {
+	if n < 0 || n > s.maxValue {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", blobcache.ErrValueTooLarge, n, s.maxValue)
+	}
+	size := item.HeaderSize + int(n)
+	_, held := bufpool.Class(size)
+	if err := s.acquire(ctx, int64(held)); err != nil {
+		return nil, err
+	}
+	return &Value{s: s, buf: bufpool.Get(size), held: int64(held)}, nil
+}
+
+// acquire waits for n bytes of the memory budget, up to the admission timeout.
+func (s *Store) acquire(ctx context.Context, n int64) error {
+	if s.admit < 0 {
+		if !s.gate.TryAcquire(n) {
+			return ErrBusy
+		}
+	} else {
+		actx, cancel := context.WithTimeout(ctx, s.admit)
+		err := s.gate.Acquire(actx, n)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return ErrBusy
+		}
+	}
+	s.inflight.Add(n)
+	s.m.InflightBytes(n)
+	return nil
+}
+
+func (s *Store) release(n int64) {
+	s.gate.Release(n)
+	s.inflight.Add(-n)
+	s.m.InflightBytes(-n)
+}
+
+// Bytes is the payload area, of the length reserved.
+func (v *Value) Bytes() []byte { return (*v.buf)[item.HeaderSize:] }
+
+// Release returns the memory. The Value must not be used afterwards; a second Release does
+// nothing.
+func (v *Value) Release() {
+	if v.buf == nil {
+		return
+	}
+	bufpool.Put(v.buf)
+	v.buf = nil
+	v.s.release(v.held)
+}
+
+// Put stores v's payload under key with meta m. The cache copies it, so v may be released as
+// soon as Put returns.
+func (s *Store) Put(key []byte, v *Value, m item.Meta) error {
+	blob := item.Frame(*v.buf, m)
+	t := time.Now()
+	err := s.c.Put(key, blob)
+	s.m.ObservePut(time.Since(t))
+	return err
+}
+
+// Delete removes key (whether or not it was there).
+func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
+
+// Remove removes key and reports whether it held an unexpired item. Knowing costs a read of the
+// blob (see the report on a Stat call for the library).
+func (s *Store) Remove(key []byte) (bool, error) {
+	found, err := s.Get(context.Background(), key, func(Info) (Plan, error) { return Plan{}, nil })
+	if err != nil && !found {
+		// The blob could not be read; delete it anyway, and say it was there.
+		found = true
+	}
+	if !found {
+		return false, nil
+	}
+	return true, s.c.Delete(key)
+}
+
+// Info describes a stored item.
+type Info struct {
+	item.Meta
+	Size     int64  // payload bytes
+	BlobSize int64  // bytes stored (payload and item header)
+	Sum      uint32 // checksum of the stored blob, when HasSum
+	HasSum   bool
+}
+
+// Plan is what a Get does once it knows the item: write the payload bytes [Off, Off+N) to W.
+type Plan struct {
+	W   io.Writer // nil: read nothing more
+	Off int64     // first payload byte, clamped to the payload
+	N   int64     // bytes; negative means to the end
+}
+
+// Get looks key up. On a hit it calls begin with the item's Info, then writes what begin's Plan
+// asks for. found reports whether begin was called: false for a miss or an expired item. err is
+// begin's error, W's, or the read's (an I/O error, or a checksum mismatch found at the end of
+// the blob, after its bytes were written: the caller must then make the client drop them). An
+// error before begin with found false means the blob could not be read at all.
+//
+// The buffers a Get holds count against the memory budget like values do: past it, Get fails
+// with ErrBusy (or ctx's error) before begin.
+//
+// begin may be called more than once, when the blob changes under a ranged read before
+// anything was written; it must not write to the client itself.
+func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
+	for range 3 {
+		found, retry, err := s.get(ctx, key, begin)
+		if !retry {
+			return found, err
+		}
+	}
+	return false, nil // the blob kept changing: as good as a miss
+}
+
+// errStop ends a Get's read early; it never reaches the caller.
+var (
+	errStop    = errors.New("store: stop")
+	errExpired = errors.New("store: expired")
+	errSwitch  = errors.New("store: switch to a ranged read")
+)
+
+// switchOffset is where a range read stops reading through the blob from its start and opens a
+// ranged read instead: past the bytes the library's first read of a large blob brings in.
+const switchOffset = 256 << 10
+
+func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found, retry bool, err error) {
+	t := time.Now()
+	r, ok := s.c.Get(key)
+	s.m.ObserveGet(time.Since(t), ok)
+	if !ok {
+		return false, false, nil
+	}
+	br := r.(*blobcache.Reader)
+	defer br.Close()
+	// The copy buffer, and the library's own buffer for a streamed blob, count against the
+	// memory budget: a slow client holds them for as long as it takes to read.
+	held := readMemory(br.Size())
+	if err := s.acquire(ctx, held); err != nil {
+		return false, false, err
+	}
+	defer s.release(held)
+	d := decoder{s: s, begin: begin, blobSize: br.Size()}
+	d.sum, d.hasSum = br.Checksum()
+	err = copyOut(&d, br)
+	br.Close()
+	if err == nil && d.held {
+		// The reader finished without error, so its checks passed: release the last byte.
+		_, err = d.w.Write(d.last[:])
+	}
+	switch {
+	case err == nil && !d.began && d.blobSize == 0:
+		// An empty blob: WriteTo wrote nothing, so begin was not called yet.
+		if _, err := d.Write(nil); err != nil && err != errStop {
+			return true, false, err
+		}
+		return true, false, nil
+	case err == errExpired:
+		return false, false, nil
+	case err == errStop:
+		return true, false, nil
+	case err == errSwitch:
+		return s.getRange(key, &d)
+	}
+	return d.began, false, err
+}
+
+// getRange serves a range that starts past switchOffset with a ranged read, after checking that
+// the blob is still the one whose Info began the Get.
+func (s *Store) getRange(key []byte, d *decoder) (found, retry bool, err error) {
+	rr, ok := s.c.GetRange(key, d.hdr+d.skip, d.left)
+	if !ok {
+		return false, true, nil
+	}
+	defer rr.Close()
+	if sum, has := rr.Checksum(); !has || sum != d.sum {
+		return false, true, nil
+	}
+	return true, false, copyOut(d.w, rr)
+}
+
+// readMemory is the memory a Get of a blob of size bytes holds while it writes to its client:
+// copyOut's buffer, and for a streamed blob the library's first-read buffer too.
+func readMemory(size int64) int64 {
+	if size <= wholeBlob {
+		_, n := bufpool.Class(int(size) + 1)
+		return int64(n)
+	}
+	return 2 * copyChunk
+}
+
+// copyChunk is the buffer of copyOut for a large blob; wholeBlob is the size up to which a blob
+// is read whole before any of it is written (the library reads such blobs with one pread).
+const (
+	copyChunk = 256 << 10
+	wholeBlob = 1 << 20
+)
+
+// copyOut copies r to w and reports io.EOF as success. A blob up to wholeBlob bytes is read
+// whole first, so that a checksum mismatch is known before its first byte is written (the
+// caller can still answer with an error); a larger one is streamed through a buffer.
+//
+// It does not use r.WriteTo (nor io.Copy, which would call it): the library's WriteTo of a
+// verified blob held in memory returns the blob's pooled buffer before it writes from it, so
+// another Get may overwrite the bytes being written (see the report on read.go). Read copies
+// before it releases anything.
+func copyOut(w io.Writer, r *blobcache.Reader) error {
+	size := r.Size()
+	if size <= wholeBlob {
+		buf := bufpool.Get(int(size) + 1) // one spare byte, so the Read that sees the end has room
+		defer bufpool.Put(buf)
+		b := *buf
+		n := 0
+		for {
+			k, err := r.Read(b[n:])
+			n += k
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if n == len(b) {
+				return fmt.Errorf("store: blob longer than its size %d", size)
+			}
+		}
+		_, err := w.Write(b[:n])
+		return err
+	}
+	buf := bufpool.Get(copyChunk)
+	defer bufpool.Put(buf)
+	for {
+		n, err := r.Read(*buf)
+		if n > 0 {
+			if _, werr := w.Write((*buf)[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// decoder is the io.Writer a blob's reader writes to: it collects the item header, asks begin
+// for a plan, then passes the planned payload bytes on.
+type decoder struct {
+	s        *Store
+	begin    func(Info) (Plan, error)
+	blobSize int64
+	sum      uint32
+	hasSum   bool
+
+	head  [item.HeaderSize]byte
+	nhead int
+	began bool
+	hdr   int64 // item header bytes at the start of the blob
+
+	w     io.Writer
+	skip  int64 // payload bytes still to skip
+	left  int64 // payload bytes still to write
+	toEnd bool  // the range ends with the blob: let the reader finish (and verify)
+
+	// With toEnd, the blob's last byte is held back until the reader has finished, because a
+	// streamed blob's checksum mismatch is reported only after its last bytes were handed
+	// over: a client must never receive a whole body that failed its check.
+	last [1]byte
+	held bool
+}
+
+func (d *decoder) Write(p []byte) (int, error) {
+	n := len(p)
+	if !d.began {
+		want := int(min(item.HeaderSize, d.blobSize))
+		k := copy(d.head[d.nhead:want], p)
+		d.nhead += k
+		p = p[k:]
+		if d.nhead < want {
+			return n, nil
+		}
+		if err := d.start(); err != nil {
+			return 0, err
+		}
+		if d.hdr == 0 {
+			if err := d.emit(d.head[:d.nhead]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := d.emit(p); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// start decodes the head and asks for the plan.
+func (d *decoder) start() error {
+	d.began = true
+	m, hl := item.Decode(d.head[:d.nhead], d.blobSize)
+	if m.Expired(d.s.now()) {
+		return errExpired
+	}
+	d.hdr = int64(hl)
+	size := d.blobSize - d.hdr
+	plan, err := d.begin(Info{Meta: m, Size: size, BlobSize: d.blobSize, Sum: d.sum, HasSum: d.hasSum})
+	if err != nil {
+		return err
+	}
+	if plan.W == nil {
+		return errStop
+	}
+	off := min(max(plan.Off, 0), size)
+	end := size
+	if plan.N >= 0 {
+		end = min(size, off+plan.N)
+	}
+	d.w, d.skip, d.left, d.toEnd = plan.W, off, end-off, end == size
+	if d.left == 0 {
+		if d.toEnd {
+			return nil // let the reader finish
+		}
+		return errStop
+	}
+	if d.hdr+off > switchOffset && d.hasSum {
+		return errSwitch
+	}
+	return nil
+}
+
+// emit skips and writes payload bytes.
+func (d *decoder) emit(p []byte) error {
+	if d.skip > 0 {
+		k := min(int64(len(p)), d.skip)
+		d.skip -= k
+		p = p[k:]
+	}
+	if len(p) == 0 || d.left == 0 {
+		return nil
+	}
+	p = p[:min(int64(len(p)), d.left)]
+	d.left -= int64(len(p))
+	if d.left == 0 && d.toEnd {
+		d.last[0], d.held = p[len(p)-1], true
+		p = p[:len(p)-1]
+	}
+	if _, err := d.w.Write(p); err != nil {
+		return err
+	}
+	if d.left == 0 && !d.toEnd {
+		return errStop
+	}
+	return nil
+}
+
+// Inflight is the memory held by reserved values now.
+func (s *Store) Inflight() int64 { return s.inflight.Load() }

@@ -1,0 +1,289 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/item"
+)
+
+func newTestStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func put(t *testing.T, s *Store, key string, payload []byte, m item.Meta) {
+	t.Helper()
+	v, err := s.Reserve(context.Background(), int64(len(payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	copy(v.Bytes(), payload)
+	if err := s.Put([]byte(key), v, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read gets [off, off+n) of key's payload.
+func read(t *testing.T, s *Store, key string, off, n int64) ([]byte, Info, bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	var info Info
+	found, err := s.Get(context.Background(), []byte(key), func(i Info) (Plan, error) {
+		info = i
+		buf.Reset()
+		return Plan{W: &buf, Off: off, N: n}, nil
+	})
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return buf.Bytes(), info, found
+}
+
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 0))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestPutGet(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newTestStore(t, Config{Now: func() time.Time { return now }})
+	magic := append([]byte(item.Magic), "looks like an envelope but is not"...)
+	tests := []struct {
+		name    string
+		payload []byte
+		meta    item.Meta
+	}{
+		{"plain", []byte("hello"), item.Meta{}},
+		{"empty", nil, item.Meta{}},
+		{"empty with flags", nil, item.Meta{Flags: 9}},
+		{"short", []byte("x"), item.Meta{}},
+		{"flags", []byte("with flags"), item.Meta{Flags: 0xdeadbeef}},
+		{"expiry", []byte("expires later"), item.Meta{Expires: now.Unix() + 60}},
+		{"magic prefix", magic, item.Meta{}},
+		{"large", randomBytes(1, 3<<20+17), item.Meta{Flags: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			put(t, s, tt.name, tt.payload, tt.meta)
+			for _, drained := range []bool{false, true} {
+				if drained {
+					s.Cache().Drain()
+				}
+				got, info, found := read(t, s, tt.name, 0, -1)
+				if !found || !bytes.Equal(got, tt.payload) || info.Meta != tt.meta || info.Size != int64(len(tt.payload)) {
+					t.Fatalf("drained=%v: found=%v got %d bytes, info %+v; want %d bytes, %+v",
+						drained, found, len(got), info, len(tt.payload), tt.meta)
+				}
+				if !info.HasSum {
+					t.Errorf("no checksum")
+				}
+			}
+		})
+	}
+}
+
+func TestExpired(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newTestStore(t, Config{Now: func() time.Time { return now }})
+	put(t, s, "k", []byte("v"), item.Meta{Expires: now.Unix() + 10})
+	if _, _, found := read(t, s, "k", 0, -1); !found {
+		t.Fatal("miss before expiry")
+	}
+	now = now.Add(10 * time.Second)
+	if _, _, found := read(t, s, "k", 0, -1); found {
+		t.Fatal("hit after expiry")
+	}
+	if existed, err := s.Remove([]byte("k")); existed || err != nil {
+		t.Fatalf("Remove of an expired item = %v, %v", existed, err)
+	}
+}
+
+func TestRanges(t *testing.T) {
+	s := newTestStore(t, Config{})
+	small := randomBytes(2, 100_000)
+	large := randomBytes(3, 5<<20)
+	put(t, s, "small", small, item.Meta{})
+	put(t, s, "large", large, item.Meta{Flags: 3}) // behind a header: offsets shift by 20
+	for _, drained := range []bool{false, true} {
+		if drained {
+			s.Cache().Drain()
+		}
+		for _, tc := range []struct {
+			key     string
+			v       []byte
+			off, n  int64
+			wantLen int64
+		}{
+			{"small", small, 0, 10, 10},
+			{"small", small, 99_990, -1, 10},
+			{"small", small, 50_000, 1000, 1000},
+			{"small", small, 200_000, 5, 0},
+			{"large", large, 0, 1, 1},
+			{"large", large, 100, 300 << 10, 300 << 10},
+			{"large", large, 4 << 20, 1 << 10, 1 << 10}, // switches to a ranged read
+			{"large", large, 5<<20 - 5, -1, 5},
+			{"large", large, 1 << 20, 0, 0},
+		} {
+			got, info, found := read(t, s, tc.key, tc.off, tc.n)
+			if !found || int64(len(got)) != tc.wantLen {
+				t.Fatalf("drained=%v %s [%d,+%d): found=%v len %d, want %d", drained, tc.key, tc.off, tc.n, found, len(got), tc.wantLen)
+			}
+			end := min(int64(len(tc.v)), tc.off+tc.wantLen)
+			if tc.off < int64(len(tc.v)) && !bytes.Equal(got, tc.v[tc.off:end]) {
+				t.Fatalf("drained=%v %s [%d,+%d): wrong bytes", drained, tc.key, tc.off, tc.n)
+			}
+			if info.Size != int64(len(tc.v)) {
+				t.Fatalf("Size %d, want %d", info.Size, len(tc.v))
+			}
+		}
+	}
+}
+
+func TestInfoOnly(t *testing.T) {
+	s := newTestStore(t, Config{})
+	put(t, s, "k", []byte("value"), item.Meta{Flags: 5})
+	var info Info
+	found, err := s.Get(context.Background(), []byte("k"), func(i Info) (Plan, error) { info = i; return Plan{}, nil })
+	if !found || err != nil || info.Size != 5 || info.Flags != 5 {
+		t.Fatalf("found=%v err=%v info=%+v", found, err, info)
+	}
+	if found, err := s.Get(context.Background(), []byte("missing"), func(Info) (Plan, error) { t.Fatal("begin on a miss"); return Plan{}, nil }); found || err != nil {
+		t.Fatalf("miss: found=%v err=%v", found, err)
+	}
+	errBegin := errors.New("no thanks")
+	if found, err := s.Get(context.Background(), []byte("k"), func(Info) (Plan, error) { return Plan{}, errBegin }); !found || err != errBegin {
+		t.Fatalf("begin's error: found=%v err=%v", found, err)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	s := newTestStore(t, Config{})
+	put(t, s, "k", []byte("v"), item.Meta{})
+	if existed, err := s.Remove([]byte("k")); !existed || err != nil {
+		t.Fatalf("Remove = %v, %v", existed, err)
+	}
+	if existed, err := s.Remove([]byte("k")); existed || err != nil {
+		t.Fatalf("second Remove = %v, %v", existed, err)
+	}
+}
+
+func TestReserveLimits(t *testing.T) {
+	s := newTestStore(t, Config{MaxValueSize: 100 << 10, MaxInflightBytes: 200 << 10, AdmitTimeout: 20 * time.Millisecond})
+	if _, err := s.Reserve(context.Background(), 100<<10+1); !errors.Is(err, blobcache.ErrValueTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	a, err := s.Reserve(context.Background(), 100<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(context.Background(), 100<<10); !errors.Is(err, ErrBusy) {
+		t.Fatalf("over the budget: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Reserve(ctx, 100<<10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
+	}
+	a.Release()
+	a.Release() // harmless
+	b, err := s.Reserve(context.Background(), 100<<10)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	b.Release()
+}
+
+func TestNewValidates(t *testing.T) {
+	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(1<<20), blobcache.WithSegmentSize(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := New(c, Config{MaxValueSize: 2 << 20}); err == nil {
+		t.Error("a value limit past the cache's was accepted")
+	}
+	if _, err := New(c, Config{MaxValueSize: 512 << 10, MaxInflightBytes: 4096}); err == nil {
+		t.Error("a memory budget below one value was accepted")
+	}
+	s, err := New(c, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := c.MaxValueSize(blobcache.MaxKeyLen) - item.HeaderSize; s.MaxValueSize() != want {
+		t.Errorf("default MaxValueSize %d, want %d", s.MaxValueSize(), want)
+	}
+}
+
+type failWriter struct{ n int }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.n -= len(p); w.n < 0 {
+		return 0, errors.New("client went away")
+	}
+	return len(p), nil
+}
+
+func TestWriterError(t *testing.T) {
+	s := newTestStore(t, Config{})
+	v := randomBytes(4, 2<<20)
+	put(t, s, "k", v, item.Meta{})
+	s.Cache().Drain()
+	found, err := s.Get(context.Background(), []byte("k"), func(Info) (Plan, error) { return Plan{W: &failWriter{n: 1 << 20}, N: -1}, nil })
+	if !found || err == nil {
+		t.Fatalf("found=%v err=%v, want the writer's error", found, err)
+	}
+	// The store is still fine.
+	if got, _, _ := read(t, s, "k", 0, -1); !bytes.Equal(got, v) {
+		t.Fatal("wrong bytes after a failed read")
+	}
+}
+
+// TestConcurrentGets reads many small verified blobs from disk at once: every reader must get
+// its own blob's bytes. (The library's Reader.WriteTo returned a blob's pooled buffer before
+// writing from it; under -race this test caught another Get's pread overwriting it.)
+func TestConcurrentGets(t *testing.T) {
+	s := newTestStore(t, Config{})
+	const n = 64
+	for i := range n {
+		put(t, s, fmt.Sprint("k", i), bytes.Repeat([]byte{byte(i)}, 3000+i), item.Meta{})
+	}
+	s.Cache().Drain()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range 400 {
+				i := (g*31 + j) % n
+				var buf bytes.Buffer
+				found, err := s.Get(context.Background(), []byte(fmt.Sprint("k", i)), func(Info) (Plan, error) { return Plan{W: &buf, N: -1}, nil })
+				if !found || err != nil || !bytes.Equal(buf.Bytes(), bytes.Repeat([]byte{byte(i)}, 3000+i)) {
+					t.Errorf("k%d: found=%v err=%v, wrong bytes", i, found, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
