@@ -315,3 +315,25 @@ func TestCustomChecksumHash(t *testing.T) {
 	}
 	expect(t, c, "k", v)
 }
+
+func TestStat(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithChecksum())...)
+	defer c.Close()
+	v := value("k", 0, 5000)
+	c.Put([]byte("k"), v)
+	want := crc32.Checksum(v, crc32.MakeTable(crc32.Castagnoli))
+	for _, drained := range []bool{false, true} {
+		info, err := c.Stat([]byte("k"))
+		if err != nil || info.Size != 5000 || !info.HasChecksum || info.Checksum != want || info.Created.IsZero() {
+			t.Fatalf("Stat (drained %v) = %+v, %v", drained, info, err)
+		}
+		c.Drain()
+	}
+	if _, err := c.Stat([]byte("absent")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Stat of a missing key: %v", err)
+	}
+	c.Delete([]byte("k"))
+	if _, err := c.Stat([]byte("k")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Stat of a deleted key: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -565,4 +566,68 @@ func readFull(r *Reader, p []byte) (int, error) {
 		return n, err
 	}
 	return n, nil
+}
+
+// BlobInfo describes a stored blob without its bytes.
+type BlobInfo struct {
+	Size        int64     // bytes of the value
+	Checksum    uint32    // the blob checksum (see Options.Checksum), if HasChecksum
+	HasChecksum bool      //
+	Created     time.Time // when it was put
+}
+
+// Stat returns what the cache knows of the blob under key without reading its value: one
+// positioned read of the record header and key (none while the blob is still in the write
+// buffer). It returns ErrNotFound for a missing key.
+func (c *Cache) Stat(key []byte) (BlobInfo, error) {
+	if err := c.checkKey(key); err != nil {
+		return BlobInfo{}, err
+	}
+	if c.closed.Load() {
+		return BlobInfo{}, ErrClosed
+	}
+	h := record.KeyHash(key)
+	if !c.bloom.Load().Test(h) {
+		return BlobInfo{}, ErrNotFound
+	}
+	if v, ok := c.w.lookup(h, key, false); ok {
+		if v.Kind != record.KindPut {
+			return BlobInfo{}, ErrNotFound
+		}
+		return BlobInfo{Size: v.Length, Checksum: v.Sum, HasChecksum: v.Flags&record.FlagHasChecksum != 0, Created: time.Unix(0, v.CTime)}, nil
+	}
+	for range 3 {
+		loc, ok := c.idx.Get(h)
+		if !ok {
+			return BlobInfo{}, ErrNotFound
+		}
+		s, recOff := c.acquireRecord(h, loc)
+		if s == nil {
+			continue
+		}
+		sc := scratchPool.Get().(*readScratch)
+		hk := sc.hk[:record.HeaderSize+len(key)]
+		_, err := s.f.ReadAt(hk, recOff)
+		s.unref()
+		if !c.stillAt(h, loc) {
+			scratchPool.Put(sc)
+			continue
+		}
+		if err != nil {
+			scratchPool.Put(sc)
+			return BlobInfo{}, fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)
+		}
+		hdr, k, err := record.Decode(hk)
+		match := err == nil && hdr.Kind == record.KindPut && string(k) == string(key) &&
+			int64(hdr.ValueLen) == int64(loc.Length)-int64(len(hk))
+		scratchPool.Put(sc)
+		if !match {
+			if err != nil {
+				c.stats.corrupt.Add(1)
+			}
+			return BlobInfo{}, ErrNotFound
+		}
+		return BlobInfo{Size: int64(hdr.ValueLen), Checksum: hdr.Sum, HasChecksum: hdr.Flags&record.FlagHasChecksum != 0, Created: time.Unix(0, hdr.CTime)}, nil
+	}
+	return BlobInfo{}, ErrNotFound
 }
