@@ -1,0 +1,101 @@
+// Package engine puts BlobCache and the engines it is compared with behind one interface, one
+// file per engine. Every engine is given the same memory budget (Config.MemoryBudget) for its
+// caches and write buffers, split as its own file says; Settings lists what it was given.
+//
+// The RocksDB engine is cgo and needs librocksdb; it is compiled only with the rocksdb build
+// tag, so the default build needs no C library.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Engine is a key-value store under test. Methods are safe for concurrent use.
+type Engine interface {
+	// Put stores value under key. The engine must not keep value after Put returns.
+	Put(key, value []byte) error
+	// Get reads the value of key to its end, copying it into buf (as much as fits) and returns
+	// its length; found is false when the key is absent.
+	Get(key, buf []byte) (n int, found bool, err error)
+	// Flush writes buffered writes to the engine's files (memtables, write buffers) and waits
+	// for the background work that follows where the engine lets it be waited for.
+	Flush() error
+	// Close flushes what the engine flushes on close and releases everything.
+	Close() error
+	// Settings lists the engine's configuration as used, for the report.
+	Settings() []Setting
+	// Counters returns the engine's own counters (cache hits, read calls...), or nil.
+	Counters() map[string]int64
+}
+
+// Setting is one configuration value of an engine.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Config is what every engine is opened with.
+type Config struct {
+	Dir          string // data directory, empty or absent
+	MemoryBudget int64  // bytes for caches and write buffers
+	ExpectedKeys int64  // the most keys the phase will write
+}
+
+// Opener opens an engine.
+type Opener func(Config) (Engine, error)
+
+type entry struct {
+	open Opener
+	desc string
+}
+
+var registry = map[string]entry{}
+
+// register adds an engine; each engine file calls it from init.
+func register(name, desc string, open Opener) { registry[name] = entry{open, desc} }
+
+// ErrUnknown is returned by Open for an engine that is not compiled in.
+var ErrUnknown = errors.New("engine: unknown engine")
+
+// Open opens the named engine.
+func Open(name string, cfg Config) (Engine, error) {
+	e, ok := registry[name]
+	if !ok {
+		hint := ""
+		if name == "rocksdb" {
+			hint = " (build with -tags rocksdb; see run-rocksdb.sh)"
+		}
+		return nil, fmt.Errorf("%w %q%s", ErrUnknown, name, hint)
+	}
+	return e.open(cfg)
+}
+
+// order is the order of engines in tables and charts: BlobCache first, then the others.
+var order = []string{"blobcache", "blobcache-prod", "rocksdb", "pebble", "badger"}
+
+// Names lists the engines compiled in: those of order first, then any other, sorted.
+func Names() []string {
+	var out []string
+	for _, n := range order {
+		if _, ok := registry[n]; ok {
+			out = append(out, n)
+		}
+	}
+	var rest []string
+	for n := range registry {
+		if !slices.Contains(order, n) {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// Describe returns the one-line description of an engine.
+func Describe(name string) string { return registry[name].desc }
+
+// mib formats a byte count in MiB for settings.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }

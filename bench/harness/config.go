@@ -1,0 +1,117 @@
+package harness
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Phases, in the order the driver runs them.
+const (
+	PhaseMixed    = "mixed"    // seed 000: 10% 1 MiB writes, 45% hits, 45% misses
+	PhaseIOPerGet = "iopg"     // seed 002: I/Os per Get against dataset size
+	PhaseCapacity = "capacity" // seed 001: millions of small values
+)
+
+// AllPhases lists the phases.
+var AllPhases = []string{PhaseMixed, PhaseIOPerGet, PhaseCapacity}
+
+// Config is every knob of a run. The driver passes it to each child as JSON.
+type Config struct {
+	Dir          string `json:"dir"`           // parent of the engines' data directories
+	MemoryBudget int64  `json:"memory_budget"` // bytes of caches and buffers per engine
+	Goroutines   int    `json:"goroutines"`    // concurrent callers in every window
+	Seed         uint64 `json:"seed"`
+	DropCaches   bool   `json:"drop_caches"` // drop the page cache where a phase asks for a cold start
+	Progress     bool   `json:"progress"`
+
+	MixedPreload int `json:"mixed_preload"` // blobs written before the mixed window
+	MixedOps     int `json:"mixed_ops"`     // operations in the mixed window
+	MixedValue   int `json:"mixed_value"`   // bytes per blob
+
+	IOKeys   []int64 `json:"io_keys"`   // dataset sizes, in keys, ascending
+	IOValue  int     `json:"io_value"`  // bytes per value
+	IOGets   int     `json:"io_gets"`   // measured Gets per window
+	IOWarmup int     `json:"io_warmup"` // unmeasured Gets after each load and cache drop
+
+	CapKeys  int64 `json:"cap_keys"` // values loaded
+	CapMin   int   `json:"cap_min"`  // value size range
+	CapMax   int   `json:"cap_max"`
+	CapGets  int   `json:"cap_gets"` // Gets per cold and hot window
+	CapHot   int   `json:"cap_hot"`  // keys in the hot set
+	Deadline int   `json:"deadline"` // seconds a child may run before the driver stops it (0: none)
+}
+
+// DefaultConfig is sized for this project's machine (2 cores, 24 GiB, ~80 GB free disk) to
+// finish a run of every engine in tens of minutes.
+func DefaultConfig() Config {
+	return Config{
+		Dir: "/tmp/blobcache-bench", MemoryBudget: 1 << 30, Goroutines: 8, Seed: 1, DropCaches: true, Progress: true,
+		MixedPreload: 2048, MixedOps: 40000, MixedValue: 1 << 20,
+		IOKeys: []int64{1 << 20, 3 << 20, 9 << 20}, IOValue: 1 << 10, IOGets: 20000, IOWarmup: 20000,
+		CapKeys: 5_000_000, CapMin: 100, CapMax: 500, CapGets: 10000, CapHot: 10000,
+		Deadline: 1800,
+	}
+}
+
+// QuickConfig is a run of seconds, for CI: every code path, tiny data.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.MemoryBudget = 64 << 20
+	c.Goroutines = 4
+	c.DropCaches = false
+	c.Progress = false
+	c.MixedPreload, c.MixedOps, c.MixedValue = 16, 400, 64<<10
+	c.IOKeys, c.IOGets, c.IOWarmup = []int64{2000, 4000, 8000}, 500, 100
+	c.CapKeys, c.CapGets, c.CapHot = 20000, 1000, 500
+	c.Deadline = 300
+	return c
+}
+
+// Validate reports the first unusable value.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return fmt.Errorf("harness: no data directory")
+	case c.MemoryBudget < 16<<20:
+		return fmt.Errorf("harness: memory budget %d is under 16 MiB", c.MemoryBudget)
+	case c.Goroutines < 1:
+		return fmt.Errorf("harness: %d goroutines", c.Goroutines)
+	case c.MixedValue < 1 || c.IOValue < 1 || c.CapMin < 1 || c.CapMax < c.CapMin:
+		return fmt.Errorf("harness: bad value sizes")
+	case len(c.IOKeys) == 0:
+		return fmt.Errorf("harness: no dataset sizes")
+	case c.CapHot < 1:
+		return fmt.Errorf("harness: empty hot set")
+	}
+	for i, n := range c.IOKeys {
+		if n < 1 || (i > 0 && n <= c.IOKeys[i-1]) {
+			return fmt.Errorf("harness: dataset sizes must be positive and ascending: %v", c.IOKeys)
+		}
+	}
+	return nil
+}
+
+// ParseSizes parses a comma-separated list of counts with optional k, M or G suffixes
+// (powers of 1000 are ambiguous for keys; these are powers of 1024: 1M = 1048576).
+func ParseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(f, "k"):
+			mult, f = 1<<10, strings.TrimSuffix(f, "k")
+		case strings.HasSuffix(f, "M"):
+			mult, f = 1<<20, strings.TrimSuffix(f, "M")
+		case strings.HasSuffix(f, "G"):
+			mult, f = 1<<30, strings.TrimSuffix(f, "G")
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("harness: bad size %q in %q", f, s)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}

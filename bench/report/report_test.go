@@ -1,0 +1,77 @@
+package report
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache/bench/harness"
+	"github.com/seed57392e9e/blobcache/bench/hist"
+)
+
+func mixedResult(eng string, rep int, ops float64) harness.PhaseResult {
+	return harness.PhaseResult{Engine: eng, Phase: harness.PhaseMixed, Rep: rep, PeakRSS: 100 << 20,
+		Windows: []harness.Window{{Name: "mixed", Ops: 1000, OpsPerSec: ops, CPUSeconds: 1,
+			Latency: map[string]hist.Summary{"get-hit": {P50Us: 100, P99Us: 2000, P999Us: 15000}}}}}
+}
+
+func TestMedianAndRatios(t *testing.T) {
+	r := &harness.Report{Engines: []string{"blobcache", "rocksdb"}, Phases: []string{harness.PhaseMixed}, Reps: 3,
+		Config: harness.DefaultConfig()}
+	for i, ops := range []float64{300, 100, 200} {
+		r.Results = append(r.Results, mixedResult("blobcache", i+1, ops), mixedResult("rocksdb", i+1, 50))
+	}
+	md := Markdown(r)
+	for _, want := range []string{"| blobcache | 200 (100–300) |", "100 µs / 2.00 ms / 15 ms", "| blobcache | rocksdb | 4.00x | 1.00x | 1.00x |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestFailedRunIsReported(t *testing.T) {
+	r := &harness.Report{Engines: []string{"rocksdb"}, Phases: []string{harness.PhaseMixed}, Config: harness.DefaultConfig(),
+		Results: []harness.PhaseResult{{Engine: "rocksdb", Phase: harness.PhaseMixed, Error: "engine: unknown engine"}}}
+	if md := Markdown(r); !strings.Contains(md, "**rocksdb failed**: engine: unknown engine") {
+		t.Errorf("failure not shown:\n%s", md)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	dir := t.TempDir()
+	a := &harness.Report{Engines: []string{"blobcache", "pebble"}, Phases: []string{harness.PhaseMixed}, Reps: 1,
+		Results: []harness.PhaseResult{mixedResult("blobcache", 1, 10), mixedResult("pebble", 1, 1)}}
+	b := &harness.Report{Engines: []string{"pebble"}, Phases: []string{harness.PhaseMixed}, Reps: 1,
+		Results: []harness.PhaseResult{mixedResult("pebble", 1, 5)}}
+	pa, pb := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	if err := WriteJSON(a, pa); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(b, pb); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Merge([]string{pa, pb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(m.Results))
+	}
+	for _, res := range m.Results {
+		if res.Engine == "pebble" && res.Windows[0].OpsPerSec != 5 {
+			t.Errorf("pebble's run was not replaced: %v ops/s", res.Windows[0].OpsPerSec)
+		}
+	}
+	charts, err := Charts(m, filepath.Join(dir, "charts"))
+	if err != nil || len(charts) != 2 {
+		t.Errorf("charts %v, %v; want the two mixed charts", charts, err)
+	}
+}
+
+func TestDur(t *testing.T) {
+	for us, want := range map[float64]string{0: "-", 0.25: "250 ns", 3.456: "3.46 µs", 250: "250 µs", 4500: "4.50 ms", 123456: "123 ms"} {
+		if got := dur(us); got != want {
+			t.Errorf("dur(%v) = %q, want %q", us, got, want)
+		}
+	}
+}
