@@ -3,6 +3,7 @@ package blobcache
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,8 +105,12 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
 		// The header block is damaged (or was never written: a crash right after create). Its
 		// records check themselves, and the deletes among them must not be lost, so recover
 		// them and write a new header.
-		c.stats.corrupt.Add(1)
-		c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
+		if c.unwrittenHeader(path) {
+			c.stats.tornTails.Add(1) // what a crash leaves, not damage
+		} else {
+			c.stats.corrupt.Add(1)
+			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
+		}
 		if f, size, err = c.repairHeader(path, id); err != nil {
 			return nil, nil, err
 		}
@@ -198,6 +203,22 @@ func (c *Cache) repairHeader(path string, id uint32) (vfs.File, int64, error) {
 		return nil, 0, fmt.Errorf("blobcache: repair header of %s: %w", path, err)
 	}
 	return f, fi.Size(), nil
+}
+
+// unwrittenHeader reports whether the segment file at path ends before its header or holds
+// zeros where the header goes: a crash between creating the file and writing the header.
+func (c *Cache) unwrittenHeader(path string) bool {
+	f, err := c.opts.fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, record.SegmentHeaderSize)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return record.IsZero(b[:n])
 }
 
 func isCorrupt(err error) bool {

@@ -33,12 +33,26 @@ type segHandle struct {
 	footer  []record.Entry
 	dataEnd int64
 
+	// synced says every record of the segment is on stable storage (its seal synced it). A
+	// range freed by one of its records is punched out only then: punched earlier, a power loss
+	// could keep the punch and lose the newer record, and the older one would be read back
+	// with its blocks zeroed.
+	synced atomic.Bool
+
 	mu struct {
 		sync.Mutex
 		// punches are ranges freed by overwrites and deletes, punched out once no reader that
-		// started before the free can still be reading them (refs drops to the owner's alone).
-		punches [][2]int64
+		// started before the free can still be reading them (refs drops to the owner's alone)
+		// and the record that freed them is on disk.
+		punches []freedRange
 	}
+}
+
+// freedRange is a range of a segment freed by a newer record (or tombstone) of its key, which is
+// in segment by.
+type freedRange struct {
+	off, n int64
+	by     uint32
 }
 
 // tryRef takes a reader reference; false if the segment is being closed.

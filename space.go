@@ -36,6 +36,7 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 		defer s.sealed.Store(true)
 		size, err := int64(0), s.f.Sync()
 		if err == nil {
+			s.synced.Store(true)
 			size, err = s.active.Seal(footer, dataEnd)
 		}
 		if err != nil {
@@ -156,9 +157,9 @@ func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
 	return hashes, nil
 }
 
-// freeRecord notes that the record at loc is no longer referenced (overwritten or deleted) and
-// queues the whole blocks inside it to be punched out.
-func (c *Cache) freeRecord(loc index.Loc) {
+// freeRecord notes that the record at loc is no longer referenced (overwritten or deleted by a
+// record in segment by) and queues the whole blocks inside it to be punched out.
+func (c *Cache) freeRecord(loc index.Loc, by uint32) {
 	// The header and key stay, so a scan of the segment (when its footer is damaged) can
 	// still step over the record.
 	start := alignUp(int64(loc.Offset)+record.HeaderSize+record.MaxKeyLen, vfs.DirectIOAlignment)
@@ -171,7 +172,7 @@ func (c *Cache) freeRecord(loc index.Loc) {
 		return
 	}
 	s.mu.Lock()
-	s.mu.punches = append(s.mu.punches, [2]int64{start, end - start})
+	s.mu.punches = append(s.mu.punches, freedRange{start, end - start, by})
 	s.mu.Unlock()
 	c.reclaimMu.Lock()
 	c.toReclaim[s] = struct{}{}
@@ -196,29 +197,49 @@ func (c *Cache) reclaim() {
 			continue
 		}
 		s.mu.Lock()
-		punches := s.mu.punches
-		s.mu.punches = nil
+		var ready, wait []freedRange
+		for _, p := range s.mu.punches {
+			if c.durable(p.by) {
+				ready = append(ready, p)
+			} else {
+				wait = append(wait, p)
+			}
+		}
+		s.mu.punches = wait
 		s.mu.Unlock()
-		delete(c.toReclaim, s)
-		c.punch(s, punches)
+		if len(wait) == 0 {
+			delete(c.toReclaim, s)
+		}
+		c.punch(s, ready)
 	}
+}
+
+// durable reports whether the records of segment id are on stable storage: with Fsync every
+// committed batch is; otherwise a segment's are once its seal synced them. A segment no longer
+// live was evicted, and with it every older one.
+func (c *Cache) durable(id uint32) bool {
+	if c.opts.Fsync {
+		return true
+	}
+	s := c.segs.table.Load().get(id)
+	return s == nil || s.synced.Load()
 }
 
 // punch punches out freed ranges of s and takes them off the space counters, unless s was
 // evicted meanwhile (its space was then counted off whole).
-func (c *Cache) punch(s *segHandle, punches [][2]int64) {
+func (c *Cache) punch(s *segHandle, punches []freedRange) {
 	c.segs.mu.Lock()
 	defer c.segs.mu.Unlock()
 	if c.segs.table.Load().get(s.id) != s {
 		return
 	}
 	for _, p := range punches {
-		if err := s.f.PunchHole(p[0], p[1]); err != nil {
+		if err := s.f.PunchHole(p.off, p.n); err != nil {
 			return // unsupported or failing: the space comes back on eviction
 		}
-		s.disk.Add(-p[1])
-		c.diskBytes.Add(-p[1])
-		c.stats.punchedBytes.Add(uint64(p[1]))
+		s.disk.Add(-p.n)
+		c.diskBytes.Add(-p.n)
+		c.stats.punchedBytes.Add(uint64(p.n))
 	}
 }
 

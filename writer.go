@@ -383,10 +383,11 @@ func (w *writer) commit(j *flushJob) {
 		// key's older value (a newer one was acknowledged), and a Delete in it stays done while
 		// the process lives.
 		for i := range entries {
+			// The older record is not freed (punched out): until the tombstone that makes
+			// the forgetting durable is on disk, a crash brings it back through its footer,
+			// and it must come back whole.
 			if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
 				c.removeBlob(entries[i].Hash, old)
-			} else if ok {
-				c.freeRecord(old)
 			}
 		}
 		c.stats.flushErrors.Add(1)
@@ -422,11 +423,11 @@ func (w *writer) commit(j *flushJob) {
 			case record.KindPut:
 				loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}
 				if old, ok := c.idx.Put(e.Hash, loc); ok {
-					c.freeRecord(old)
+					c.freeRecord(old, seg.id)
 				}
 			case record.KindDelete:
 				if old, ok := c.idx.Delete(e.Hash); ok {
-					c.freeRecord(old)
+					c.freeRecord(old, seg.id)
 				}
 			}
 		}

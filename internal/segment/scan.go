@@ -214,6 +214,18 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 			res.Torn = true // the header or key runs past the end of the file
 			return
 		}
+		zero, err := s.zeroHeader(off)
+		if err != nil {
+			res.Err = err
+			return
+		}
+		if zero {
+			// Nothing was ever written here: a batch still being written when the process
+			// died, while a later one (another flush worker's) had reached the file. The
+			// later records were never acknowledged by a Drain, which waits for both.
+			res.Torn = true
+			return
+		}
 	}
 	// The extent of the record that the scan can trust its header for.
 	end := off + record.HeaderSize
@@ -234,6 +246,16 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 		return
 	}
 	res.Err = corruption(s.name, off, cause)
+}
+
+// zeroHeader reports whether the record header at off (or what the file holds of it) is all
+// zeros. No record header is: its magic is not zero.
+func (s *scanner) zeroHeader(off int64) (bool, error) {
+	b, err := s.window(off, min(record.HeaderSize, s.size-off))
+	if err != nil {
+		return false, err
+	}
+	return record.IsZero(b), nil
 }
 
 // zeroSector reports whether a sector overlapping [from, to) reads as zeros

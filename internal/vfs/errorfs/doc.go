@@ -2,7 +2,7 @@
 // wraps, so tests reach the engine's error paths through the same seam real
 // faults take: I/O errors (EIO, ENOSPC or any errno) on chosen operations,
 // short and torn writes, bits flipped in bytes read or written, a sync that
-// lies, and a disk of limited capacity.
+// lies, a disk of limited capacity, and a power loss.
 //
 // A [Fault] says which operations it hits (an [Op] mask), on which files (a
 // glob on the base name) and which bytes of them (a range), how many matching
@@ -18,6 +18,13 @@
 // are not given back). Past the capacity a write or Allocate fails whole
 // with ENOSPC. It is a model of a full disk, not of a file system's
 // allocator.
+//
+// The power-loss model (TrackUnsynced, PowerLoss; see power.go) remembers
+// what every change since a file's last Sync replaced, and which files were
+// created since their directory's last SyncDir; after a crash it rolls the
+// files back to a state a power loss could leave: changes up to a random
+// point kept, later ones undone, 512-byte sectors torn, never-synced
+// directory entries gone.
 //
 // Invariants kept for the code under test: a write or read that moves fewer
 // bytes than asked returns a non-nil error (the vfs contract), and an

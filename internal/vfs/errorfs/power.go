@@ -11,11 +11,13 @@ import (
 
 // The power-loss model. With TrackUnsynced on, the FS remembers, per file, what every write,
 // truncation, allocation or hole punch since the file's last Sync replaced, and which files were
-// created since their directory's last SyncDir. PowerLoss then puts the files back, 512-byte
-// sector by sector, to any mix of their synced and unsynced contents, as a power loss may leave
-// a disk: each unsynced sector keeps its new bytes or gets its old ones back, the file size
-// keeps its new value or goes back to the synced one, and a file whose directory entry was
-// never synced may vanish whole.
+// created since their directory's last SyncDir. PowerLoss then puts each file back to a state a
+// power loss may leave on a disk, at 512-byte sector granularity. Most often the kernel had
+// written back the file's changes up to some point: the changes before a random one are kept,
+// those after it undone, and the one at it torn sector by sector. Otherwise (one time in four)
+// every unsynced sector keeps its new bytes or gets its old ones back at random. The file size
+// keeps its new value or goes back to the synced one, and a file whose directory entry was never
+// synced may vanish whole.
 //
 // Limits: removals and renames are taken as durable when they return (the engine syncs the
 // directory after each one it needs durable); a removed file never comes back.
@@ -162,7 +164,7 @@ func (fs *FS) PowerLoss(rng *rand.Rand) (int, error) {
 	defer fs.mu.Unlock()
 	changed := 0
 	for name, h := range fs.histories {
-		if h.created && rng.IntN(2) == 0 {
+		if h.created && rng.IntN(4) == 0 {
 			if err := fs.inner.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err
 			}
@@ -197,10 +199,19 @@ func (fs *FS) revert(name string, undos []undo, rng *rand.Rand) error {
 		return err
 	}
 	size := fi.Size()
+	// Changes before cut reached the disk, the one at cut in part, those after it not; with
+	// cut -1 every sector is left to chance.
+	cut := rng.IntN(len(undos) + 1)
+	if rng.IntN(4) == 0 {
+		cut = -1
+	}
 	for i := len(undos) - 1; i >= 0; i-- {
 		u := undos[i]
+		if cut >= 0 && i < cut {
+			break
+		}
 		for s := u.off - u.off%sectorSize; s < u.off+u.n; s += sectorSize {
-			if rng.IntN(2) == 0 {
+			if (cut < 0 || i == cut) && rng.IntN(2) == 0 {
 				continue // this sector reached the disk
 			}
 			from, to := max(s, u.off), min(s+sectorSize, u.off+u.n)
@@ -213,8 +224,14 @@ func (fs *FS) revert(name string, undos []undo, rng *rand.Rand) error {
 			}
 		}
 	}
-	if oldest := undos[0].oldSize; oldest != size && rng.IntN(2) == 0 {
-		size = oldest
+	switch {
+	case cut >= 0 && cut < len(undos):
+		size = undos[cut].oldSize
+		if rng.IntN(2) == 0 {
+			size = max(size, undos[len(undos)-1].oldSize)
+		}
+	case cut < 0 && rng.IntN(2) == 0:
+		size = undos[0].oldSize
 	}
 	if err := f.Truncate(size); err != nil {
 		return err

@@ -1,0 +1,5 @@
+//go:build !race
+
+package blobcache
+
+const raceEnabled = false
