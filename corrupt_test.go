@@ -42,7 +42,7 @@ type recordSpan struct {
 // buildDamageSet writes a one-segment cache. sealed closes it (footer, bloom.dat); otherwise it
 // is left as a crash leaves it, every batch drained. Without sealing, keys are distinct: no
 // overwrite or delete (a damaged record in an unsealed segment hides the records after it, so
-// an older value or a deleted key could come back: see fault_bug_test.go).
+// an older value or a deleted key could come back: see fault_regression_test.go).
 func buildDamageSet(t testing.TB, sealed bool, opts []Option) *damageSet {
 	dir := t.TempDir()
 	c := open(t, dir, opts...)
