@@ -47,6 +47,16 @@ func benchKey(buf []byte, prefix byte, i uint64) []byte {
 	return buf
 }
 
+// benchKeys returns n keys made by benchKey.
+func benchKeys(prefix byte, n int) [][]byte {
+	var kb [32]byte
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = append([]byte(nil), benchKey(kb[:], prefix, uint64(i))...)
+	}
+	return keys
+}
+
 // fixture is a cache shared by benchmarks (building it is the slow part).
 type fixture struct {
 	once sync.Once
@@ -98,11 +108,7 @@ func TestMain(m *testing.M) {
 // BenchmarkGetMiss looks up absent keys in a cache holding 1M blobs: the bloom filter answers.
 func BenchmarkGetMiss(b *testing.B) {
 	c := missFixture.get(b, 1<<20, 16)
-	var kb [32]byte
-	keys := make([][]byte, 1024)
-	for i := range keys {
-		keys[i] = append([]byte(nil), benchKey(kb[:], 'm', uint64(i))...)
-	}
+	keys := benchKeys('m', 1024)
 	b.ReportAllocs()
 	sys0 := readSyscalls()
 	i := 0
@@ -137,11 +143,7 @@ func BenchmarkGetMissParallel(b *testing.B) {
 func BenchmarkGetHit4K(b *testing.B) {
 	const n = 16 << 10
 	c := hitFixture.get(b, n, 4<<10)
-	var kb [32]byte
-	keys := make([][]byte, n)
-	for i := range keys {
-		keys[i] = append([]byte(nil), benchKey(kb[:], 'k', uint64(i))...)
-	}
+	keys := benchKeys('k', n)
 	buf := make([]byte, 8<<10)
 	// Warm the page cache.
 	for _, k := range keys {
@@ -171,11 +173,7 @@ func BenchmarkGetHit4K(b *testing.B) {
 func BenchmarkReadAt4K(b *testing.B) {
 	const n = 16 << 10
 	c := hitFixture.get(b, n, 4<<10)
-	var kb [32]byte
-	keys := make([][]byte, n)
-	for i := range keys {
-		keys[i] = append([]byte(nil), benchKey(kb[:], 'k', uint64(i))...)
-	}
+	keys := benchKeys('k', n)
 	buf := make([]byte, 4<<10)
 	b.SetBytes(4 << 10)
 	b.ReportAllocs()
