@@ -268,6 +268,11 @@ func (w *writer) rotate() error {
 // holds mu.
 func (w *writer) sealActive() {
 	if w.active != nil {
+		// Count the segment at the size it will have once sealed (its preallocated tail is
+		// cut off then), so that the eviction that makes room for the next segment keeps the
+		// disk under MaxSize plus one segment even while the seal is still running.
+		final := w.activeEnd + w.footerLen + record.TrailerSize
+		w.c.diskBytes.Add(final - w.active.disk.Swap(final))
 		w.nextSeq++
 		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
 		if w.poisoned == w.active {
