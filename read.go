@@ -450,13 +450,14 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		st.bloomRejects.Add(1)
 		return 0, ErrNotFound
 	}
-	if _, ok := c.w.lookup(h, key, false); ok {
-		// Still in the write buffer: rare, so the allocating path is fine.
-		r, ok := c.get(key, off, int64(len(p)))
-		if !ok {
+	if v, ok := c.w.lookup(h, key, true); ok {
+		// Still in the write buffer: rare, so the copy Lookup makes is fine.
+		if v.Kind != record.KindPut {
+			st.misses.Add(1)
 			return 0, ErrNotFound
 		}
-		return readFull(r, p)
+		st.hits.Add(1)
+		return readFull(c.memReader(v, off, int64(len(p))), p)
 	}
 	for range 3 {
 		loc, ok := c.idx.Get(h)

@@ -68,14 +68,7 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 
 // evict removes the oldest sealed segments, whole, until the disk space is at most limit.
 func (c *Cache) evict(limit int64) {
-	c.segs.mu.Lock()
-	defer c.segs.mu.Unlock()
-	for c.diskBytes.Load() > limit {
-		s := c.segs.table.Load().oldest()
-		if s == nil || !s.sealed.Load() {
-			return
-		}
-		c.evictSegment(s)
+	for c.diskBytes.Load() > limit && c.evictOldest() {
 	}
 }
 
