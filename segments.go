@@ -33,6 +33,12 @@ type segHandle struct {
 	footer  []record.Entry
 	dataEnd int64
 
+	// streams counts the PutFrom records being written into this segment; while there are any,
+	// its seal waits (sealDeferred, with the data end sealBase). Guarded by writer.mu.
+	streams      int
+	sealDeferred bool
+	sealBase     int64
+
 	// synced says every record of the segment is on stable storage (its seal synced it). A
 	// range freed by one of its records is punched out only then: punched earlier, a power loss
 	// could keep the punch and lose the newer record, and the older one would be read back

@@ -1,8 +1,10 @@
 package blobcache
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -26,6 +28,9 @@ import (
 func (c *Cache) seal(s *segHandle, dataEnd int64) {
 	footer := s.footer
 	s.footer = nil
+	// Streamed records are published after batches placed behind them; the footer lists
+	// records in offset order.
+	slices.SortFunc(footer, func(a, b record.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
 	s.dataEnd = dataEnd
 	s.sealing.Store(true)
 	c.sealers.Add(1)

@@ -39,7 +39,9 @@ type flushJob struct {
 	seal   bool // seal seg (no batch)
 	// seqBase is the seq of the batch's first record in per-blob mode.
 	seqBase uint64
-	err     error
+	// stream is the footer entry of a streamed record to publish (no batch); see stream.go.
+	stream *record.Entry
+	err    error
 }
 
 type writer struct {
@@ -63,6 +65,10 @@ type writer struct {
 	active    *segHandle // segment that new batches are placed in
 	activeEnd int64      // where the next batch goes in active
 	footerLen int64      // footer bytes active will need for what is placed in it
+	// streams are the PutFrom calls between reservation and publication (stream.go);
+	// streamWG counts them for close.
+	streams  []*stream
+	streamWG sync.WaitGroup
 
 	// live lists the open and in-flight batches, newest first, for read-your-writes lookups.
 	// Replaced (copy on write) under mu; read without locks.
@@ -147,6 +153,9 @@ func (w *writer) writeForgotten() {
 // appendLocked is append with mu held.
 func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool) error {
 	n := hdr.Len()
+	if len(w.streams) > 0 {
+		w.supersede(h, key)
+	}
 	for {
 		b, err := w.openBatch()
 		if err != nil {
@@ -273,8 +282,14 @@ func (w *writer) sealActive() {
 		// disk under MaxSize plus one segment even while the seal is still running.
 		final := w.activeEnd + w.footerLen + record.TrailerSize
 		w.c.diskBytes.Add(final - w.active.disk.Swap(final))
-		w.nextSeq++
-		w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+		if w.active.streams > 0 {
+			// A streamed record is still being written: its last stream queues the seal.
+			w.active.sealDeferred = true
+			w.active.sealBase = w.activeEnd
+		} else {
+			w.nextSeq++
+			w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+		}
 		if w.poisoned == w.active {
 			w.poisoned = nil
 		}
@@ -380,6 +395,11 @@ func (w *writer) commit(j *flushJob) {
 	c := w.c
 	if j.seal {
 		c.seal(j.seg, j.base)
+		return
+	}
+	if j.stream != nil {
+		c.commitStream(j)
+		c.reclaim()
 		return
 	}
 	entries := j.b.Entries()
@@ -518,8 +538,12 @@ func (w *writer) close() {
 	_ = w.cut()
 	w.closed = true
 	w.sealActive()
-	target := w.nextSeq
 	w.cond.Broadcast()
+	w.mu.Unlock()
+	// Streams in progress stop at their next chunk; the last of a segment queues its seal.
+	w.streamWG.Wait()
+	w.mu.Lock()
+	target := w.nextSeq
 	w.mu.Unlock()
 	w.waitCommitted(target)
 	close(w.stop)

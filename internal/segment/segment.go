@@ -142,6 +142,19 @@ func (a *Active) File() vfs.File { return a.f }
 // vfs.AlignedBuffer whose length and off are multiples of 4096. With
 // Options.Sync the batch is durable when WriteBatch returns.
 func (a *Active) WriteBatch(bufs [][]byte, off int64) error {
+	if err := a.Write(bufs, off); err != nil {
+		return err
+	}
+	if a.opts.Sync {
+		return a.Sync()
+	}
+	return nil
+}
+
+// Write is WriteBatch without the sync: bufs are written at off, which the
+// caller has reserved, with the same alignment rules, and are durable only
+// after a Sync (or a WriteBatch or Seal that syncs).
+func (a *Active) Write(bufs [][]byte, off int64) error {
 	if a.sealed {
 		return fmt.Errorf("%w: write batch to %s", ErrSealed, a.f.Name())
 	}
@@ -163,10 +176,17 @@ func (a *Active) WriteBatch(bufs [][]byte, off int64) error {
 	if _, err := f.WritevAt(bufs, off); err != nil {
 		return fmt.Errorf("segment: write batch at %d: %w", off, err)
 	}
-	if a.opts.Sync {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("segment: sync batch at %d: %w", off, err)
-		}
+	return nil
+}
+
+// Sync makes every write so far durable (fdatasync, F_FULLFSYNC on Darwin).
+func (a *Active) Sync() error {
+	f := a.f
+	if a.direct != nil {
+		f = a.direct
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", a.f.Name(), err)
 	}
 	return nil
 }

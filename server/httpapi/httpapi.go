@@ -212,17 +212,18 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 		return
 	}
 	defer v.Release()
-	if _, err := io.ReadFull(r.Body, v.Bytes()); err != nil {
+	// The body streams into the cache; a body that ends early or fails stores nothing.
+	if err := h.st.Put(key, v, r.Body, m); err != nil {
+		var re *store.ReadError
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		switch {
+		case errors.As(err, &re) && errors.As(err, &ne) && ne.Timeout():
 			http.Error(w, "timed out reading the body", http.StatusRequestTimeout)
-			return
+		case errors.As(err, &re):
+			http.Error(w, fmt.Sprintf("truncated body: %v", re.Err), http.StatusBadRequest)
+		default:
+			h.error(w, err)
 		}
-		http.Error(w, fmt.Sprintf("truncated body: %v", err), http.StatusBadRequest)
-		return
-	}
-	if err := h.st.Put(key, v, m); err != nil {
-		h.error(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -498,3 +498,106 @@ func FuzzParseRange(f *testing.F) {
 		}
 	})
 }
+
+// gatedBody yields the bytes of v, stopping at `at` until gate is closed.
+type gatedBody struct {
+	v       []byte
+	off, at int
+	gate    chan struct{}
+}
+
+func (g *gatedBody) Read(p []byte) (int, error) {
+	if g.off == g.at {
+		<-g.gate
+	}
+	end := len(g.v)
+	if g.off < g.at {
+		end = g.at
+	}
+	if g.off == len(g.v) {
+		return 0, io.EOF
+	}
+	n := copy(p, g.v[g.off:end])
+	g.off += n
+	return n, nil
+}
+
+// TestPutBodyNeverWhole: a multi-MB PUT streams from the network into the cache. While the
+// client still holds back the end of the body, its first megabytes are already in a segment
+// file: the server did not wait for the whole body (it used to read it into a buffer first).
+func TestPutBodyNeverWhole(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	const size = 7 << 20 // the env's write buffer is 8 MiB
+	v := randomBytes(3, size)
+	marker := v[1<<20 : 1<<20+64]
+	body := &gatedBody{v: v, at: 6 << 20, gate: make(chan struct{})}
+	req, err := http.NewRequest("PUT", e.url("big"), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	onDisk := func() bool {
+		files, _ := filepath.Glob(filepath.Join(e.dir, "segments", "*.seg"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, marker) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !onDisk() {
+		if time.Now().After(deadline) {
+			close(body.gate)
+			t.Fatal("the first MiB of a body held back at 6 MiB never reached a segment")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.st.Inflight() > 1<<20 {
+		t.Fatalf("%d bytes of value memory held by one streaming PUT", e.st.Inflight())
+	}
+	close(body.gate)
+	resp := <-done
+	if resp == nil {
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT: %s", resp.Status)
+	}
+	if got := e.expect("GET", "big", nil, http.StatusOK); !bytes.Equal(got, v) {
+		t.Fatal("wrong bytes")
+	}
+}
+
+// TestPutBodyCut: a large body cut short by the client stores nothing: the key keeps its value.
+func TestPutBodyCut(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	old := randomBytes(1, 3<<20)
+	e.expect("PUT", "k", old, http.StatusNoContent)
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "PUT %sk HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", BlobPrefix, 4<<20)
+	c.Write(randomBytes(2, 3<<20)) // past the first chunks, which reach the disk
+	c.(*net.TCPConn).CloseWrite()
+	io.ReadAll(c)
+	c.Close()
+	for range 2 {
+		if got := e.expect("GET", "k", nil, http.StatusOK); !bytes.Equal(got, old) {
+			t.Fatal("the cut body replaced the value")
+		}
+		e.c.Drain()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -110,8 +111,8 @@ func (c *conn) authenticate(name string, toks [][]byte) error {
 		c.clientError("bad authentication data")
 		return errors.New("memcache: bad authentication length")
 	}
-	data := make([]byte, n)
-	if err := c.readData(data); err != nil {
+	data, err := io.ReadAll(c.dataBlock(n))
+	if err != nil {
 		return err
 	}
 	_, pass, _ := cutSpace(data)
@@ -250,15 +251,22 @@ func (c *conn) store(key []byte, n int64, flags uint32, exptime int64) (string, 
 		return "SERVER_ERROR busy, try again", c.swallow(n)
 	}
 	defer v.Release()
-	if err := c.readData(v.Bytes()); err != nil {
-		return "", err
-	}
 	expires, live := item.ExpiresAt(exptime, c.s.st.Now())
 	if !live {
 		// Stored already expired: memcached's way to delete.
+		if err := c.swallow(n); err != nil {
+			return "", err
+		}
+		c.s.stats.bytesRead.Add(uint64(n))
 		err = c.s.st.Delete(key)
 	} else {
-		err = c.s.st.Put(key, v, item.Meta{Flags: flags, Expires: expires})
+		// The data block streams into the cache; one cut short or not ending in "\r\n" stores
+		// nothing and closes the connection.
+		err = c.s.st.Put(key, v, c.dataBlock(n), item.Meta{Flags: flags, Expires: expires})
+		var re *store.ReadError
+		if errors.As(err, &re) {
+			return "", re.Err
+		}
 	}
 	if err != nil {
 		return storeError(err), nil

@@ -333,13 +333,48 @@ func (c *conn) serverError(msg string) {
 	c.w.WriteString("\r\n")
 }
 
-// readData reads a data block of n bytes and its "\r\n" into dst (len(dst) == n).
-func (c *conn) readData(dst []byte) error {
-	if _, err := io.ReadFull(c.r, dst); err != nil {
-		return err
+// dataBlock returns a reader of the next data block of n bytes. The Read that returns the
+// block's last bytes also reads the "\r\n" after it and fails if it is not there, so that a
+// reader of exactly n bytes (blobcache.PutFrom) sees a malformed block as an error.
+func (c *conn) dataBlock(n int64) io.Reader { return &blockReader{c: c, left: n} }
+
+type blockReader struct {
+	c     *conn
+	left  int64
+	ended bool // the "\r\n" was read
+}
+
+func (b *blockReader) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		if err := b.end(); err != nil {
+			return 0, err
+		}
+		return 0, io.EOF
 	}
-	c.s.stats.bytesRead.Add(uint64(len(dst)))
-	return c.readCRLF()
+	k, err := b.c.r.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(k)
+	b.c.s.stats.bytesRead.Add(uint64(k))
+	if err == io.EOF && b.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && b.left == 0 {
+		err = b.end()
+	}
+	return k, err
+}
+
+// end reads the "\r\n" that ends the block, once. A connection that ends before it is
+// io.ErrUnexpectedEOF, not io.EOF: the block is incomplete.
+func (b *blockReader) end() error {
+	if b.ended {
+		return nil
+	}
+	b.ended = true
+	err := b.c.readCRLF()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 func (c *conn) readCRLF() error {

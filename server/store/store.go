@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,9 +25,9 @@ type Config struct {
 	// MaxValueSize is the largest payload accepted. 0 means the most the cache accepts for a
 	// key of blobcache.MaxKeyLen bytes, less the item header.
 	MaxValueSize int64
-	// MaxInflightBytes bounds the memory of values held between the network and the cache
-	// (buffer capacities, so up to a quarter more than the values). 0 means 256 MiB, raised to
-	// hold at least one value of MaxValueSize. Larger lets more writes proceed at once.
+	// MaxInflightBytes bounds the memory requests hold between the network and the cache: a
+	// buffer for a small value (its power-of-two size class), two 256 KiB chunks for a larger
+	// one, which streams. 0 means 256 MiB. Larger lets more requests proceed at once.
 	MaxInflightBytes int64
 	// AdmitTimeout is how long a write waits for value memory before ErrBusy. 0 means 1s;
 	// negative means not at all.
@@ -58,13 +59,13 @@ func New(c *blobcache.Cache, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: MaxValueSize %d is outside [1, %d], the cache's limit for a key of %d bytes",
 			cfg.MaxValueSize, limit, blobcache.MaxKeyLen)
 	}
-	_, biggest := bufpool.Class(item.HeaderSize + int(cfg.MaxValueSize))
+	biggest := max(writeMemory(cfg.MaxValueSize), readMemory(cfg.MaxValueSize+item.HeaderSize))
 	if cfg.MaxInflightBytes == 0 {
-		cfg.MaxInflightBytes = max(256<<20, int64(biggest))
+		cfg.MaxInflightBytes = 256 << 20
 	}
-	if cfg.MaxInflightBytes < int64(biggest) {
-		return nil, fmt.Errorf("store: MaxInflightBytes %d cannot hold one value of MaxValueSize %d (a %d-byte buffer)",
-			cfg.MaxInflightBytes, cfg.MaxValueSize, biggest)
+	if cfg.MaxInflightBytes < biggest {
+		return nil, fmt.Errorf("store: MaxInflightBytes %d cannot hold the %d bytes one request for a value of MaxValueSize %d holds",
+			cfg.MaxInflightBytes, biggest, cfg.MaxValueSize)
 	}
 	if cfg.AdmitTimeout == 0 {
 		cfg.AdmitTimeout = time.Second
@@ -91,27 +92,39 @@ func (s *Store) MaxValueSize() int64 { return s.maxValue }
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }
 
-// Value is memory reserved for one incoming payload. Fill Bytes, then Put it; Release it in
-// every case.
+// Value is the memory budget reserved for one incoming payload: not a buffer, the bytes the
+// write will hold while it streams. Pass it to Put; Release it in every case.
 type Value struct {
 	s    *Store
-	buf  *[]byte
+	n    int64
 	held int64
 }
 
-// Reserve waits (up to the admission timeout, or until ctx is done) for memory for a payload
-// of n bytes. It fails with an error wrapping blobcache.ErrValueTooLarge past the value limit,
-// ErrBusy when the memory stayed full, or ctx's error.
+// Reserve waits (up to the admission timeout, or until ctx is done) for the memory a write of a
+// payload of n bytes holds (see writeMemory). It fails with an error wrapping
+// blobcache.ErrValueTooLarge past the value limit, ErrBusy when the memory stayed full, or
+// ctx's error.
 func (s *Store) Reserve(ctx context.Context, n int64) (*Value, error) {
 	if n < 0 || n > s.maxValue {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", blobcache.ErrValueTooLarge, n, s.maxValue)
 	}
-	size := item.HeaderSize + int(n)
-	_, held := bufpool.Class(size)
-	if err := s.acquire(ctx, int64(held)); err != nil {
+	held := writeMemory(n)
+	if err := s.acquire(ctx, held); err != nil {
 		return nil, err
 	}
-	return &Value{s: s, buf: bufpool.Get(size), held: int64(held)}, nil
+	return &Value{s: s, n: n, held: held}, nil
+}
+
+// writeMemory is the memory a Put of an n-byte payload holds: the library reads a blob up to
+// blobcache.StreamThreshold into a buffer (a power-of-two size class) and streams a larger one
+// through two chunks of that size. The item header is counted with the blob.
+func writeMemory(n int64) int64 {
+	size := item.HeaderSize + n
+	if size <= blobcache.StreamThreshold {
+		_, c := bufpool.Class(int(size))
+		return int64(c)
+	}
+	return 2 * blobcache.StreamThreshold
 }
 
 // acquire waits for n bytes of the memory budget, up to the admission timeout.
@@ -142,28 +155,74 @@ func (s *Store) release(n int64) {
 	s.m.InflightBytes(-n)
 }
 
-// Bytes is the payload area, of the length reserved.
-func (v *Value) Bytes() []byte { return (*v.buf)[item.HeaderSize:] }
-
 // Release returns the memory. The Value must not be used afterwards; a second Release does
 // nothing.
 func (v *Value) Release() {
-	if v.buf == nil {
+	if v.s == nil {
 		return
 	}
-	bufpool.Put(v.buf)
-	v.buf = nil
 	v.s.release(v.held)
+	v.s = nil
 }
 
-// Put stores v's payload under key with meta m. The cache copies it, so v may be released as
-// soon as Put returns.
-func (s *Store) Put(key []byte, v *Value, m item.Meta) error {
-	blob := item.Frame(*v.buf, m)
+// ReadError is an error of the payload's reader (the client's side: a body cut short, a
+// timeout, a bad data block terminator), as opposed to an error of the cache.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return "store: read payload: " + e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// Put stores the payload of the size v reserved, read from r, under key with meta m. The
+// payload streams into the cache (blobcache.PutFrom): a large one is never whole in memory. An
+// error of r abandons the write, nothing of it is stored, and comes back as a *ReadError.
+func (s *Store) Put(key []byte, v *Value, r io.Reader, m item.Meta) error {
 	t := time.Now()
-	err := s.c.Put(key, blob)
-	s.m.ObservePut(time.Since(t))
+	defer func() { s.m.ObservePut(time.Since(t)) }()
+	cr := &clientReader{r: r}
+	// Whether the payload needs the item header depends on its first bytes (item.NeedsHeader).
+	var prefix [len(item.Magic)]byte
+	p := prefix[:min(int64(len(prefix)), v.n)]
+	if _, err := io.ReadFull(cr, p); err != nil {
+		return &ReadError{err}
+	}
+	if cr.err != nil {
+		return &ReadError{cr.err} // with the last bytes: io.ReadFull does not say
+	}
+	if v.n == 0 {
+		// Nothing for PutFrom to read: read the end here, so that a reader that checks what
+		// follows the payload (a memcached data block's "\r\n") has its say.
+		if _, err := cr.Read(prefix[:0]); err != nil && err != io.EOF {
+			return &ReadError{err}
+		}
+	}
+	var hdr [item.HeaderSize]byte
+	size := v.n
+	parts := make([]io.Reader, 0, 3)
+	if item.NeedsHeader(m, p) {
+		item.PutHeader(hdr[:], m)
+		parts = append(parts, bytes.NewReader(hdr[:]))
+		size += item.HeaderSize
+	}
+	parts = append(parts, bytes.NewReader(p), cr)
+	err := s.c.PutFrom(key, io.MultiReader(parts...), size)
+	if cr.err != nil {
+		return &ReadError{cr.err}
+	}
 	return err
+}
+
+// clientReader remembers the first error of r other than io.EOF.
+type clientReader struct {
+	r   io.Reader
+	err error
+}
+
+func (c *clientReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // Delete removes key (whether or not it was there).

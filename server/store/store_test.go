@@ -36,8 +36,7 @@ func put(t *testing.T, s *Store, key string, payload []byte, m item.Meta) {
 		t.Fatal(err)
 	}
 	defer v.Release()
-	copy(v.Bytes(), payload)
-	if err := s.Put([]byte(key), v, m); err != nil {
+	if err := s.Put([]byte(key), v, bytes.NewReader(payload), m); err != nil {
 		t.Fatal(err)
 	}
 }

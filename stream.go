@@ -1,0 +1,411 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// Streaming puts. PutFrom writes a large value from a reader straight into the active segment,
+// a chunk at a time, so the value is never whole in memory: not in the caller, not in a write
+// buffer. It goes in three steps:
+//
+//  1. Reserve (under writer.mu): the record's range is placed at the end of the active segment,
+//     like a batch, and a pad record covering the whole range is written at its start. A scan
+//     of the segment after a crash steps over the pad, so the records placed after it stay
+//     reachable whatever becomes of the stream.
+//  2. Fill (no lock held): the key and value are written a chunk at a time behind the pad's
+//     header; the first chunk, which holds the header, is written last, once the value's CRC is
+//     known, and turns the pad into the record. A crash before that leaves the pad.
+//  3. Publish (through the ordered pipeline): a job carrying the record's footer entry is
+//     committed after every batch cut before it, which puts it in the index.
+//
+// Ordering. Offsets still follow placement order, which is what recovery replays. In memory, a
+// Put or Delete of the same key placed after the reservation is newer than the stream: it marks
+// the stream superseded, and a superseded stream is not published (its record, older on disk
+// too, is garbage). The publish job commits after every batch cut before it, so nothing older
+// can overwrite it in the index either. Footer entries are sorted by offset when the segment is
+// sealed, since a publish commits after batches placed behind it.
+//
+// Sealing. A segment with a stream still filling cannot be sealed (its footer would miss the
+// record), so sealActive defers the seal, and the last stream of the segment queues it when it
+// ends. A slow writer therefore holds back only the seal of its segment, and with it the
+// eviction of the segments after it, never other writes.
+
+const (
+	// putChunk is how much of a streamed record is held in memory at once (two chunks per
+	// stream: the first, kept until the end, and the current one).
+	putChunk = 256 << 10
+
+	// StreamThreshold is the value size above which PutFrom streams. Smaller values are read
+	// into a pooled buffer and go through the write buffer like Put.
+	StreamThreshold = putChunk
+)
+
+var chunkPool = sync.Pool{New: func() any { b := vfs.AlignedBuffer(putChunk); return &b }}
+
+// errStreamSuperseded says a newer Put or Delete of the key was placed while the value streamed.
+var errStreamSuperseded = errors.New("superseded")
+
+// stream is a PutFrom between its reservation and its publication. Fields are guarded by
+// writer.mu.
+type stream struct {
+	key        []byte
+	seg        *segHandle
+	base       int64 // offset of the record in seg
+	length     int64 // reserved bytes: the record and, with DirectIO, its pad
+	superseded bool
+}
+
+// PutFrom stores under key the next size bytes read from r. Values up to StreamThreshold are
+// read into a buffer and written like Put; larger ones are written to disk as they are read, at
+// most two chunks of 256 KiB in memory at a time. r must yield at least size bytes: fewer is
+// io.ErrUnexpectedEOF, and any error from r (even with the last bytes) abandons the value, so a
+// framing check can be done in r. Nothing of an abandoned value is ever read back. Like Put,
+// the value is visible to Get when PutFrom returns, and durable after Drain (synced with
+// Fsync, when PutFrom returns); unlike Put, PutFrom waits for its own record to be written.
+//
+// Close waits for PutFrom calls in progress; they stop at their next chunk with ErrClosed.
+// In the one-file-per-blob mode values are always read whole first.
+func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := c.checkKey(key); err != nil {
+		return err
+	}
+	if max := c.MaxValueSize(len(key)); size > max {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, size, max)
+	}
+	if size < 0 {
+		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
+	}
+	if size <= StreamThreshold || c.opts.PerBlobFiles {
+		return c.putFromBuffered(key, r, size)
+	}
+	return c.putFromStream(key, r, size)
+}
+
+func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64) error {
+	buf := getBuf(int(size))
+	defer putBuf(buf)
+	if err := readValue(r, *buf); err != nil {
+		return err
+	}
+	return c.put(key, *buf, 0, false, true)
+}
+
+// readValue fills b from r. Unlike io.ReadFull it fails on any error r returns, even one that
+// comes with the last bytes.
+func readValue(r io.Reader, b []byte) error {
+	for len(b) > 0 {
+		n, err := r.Read(b)
+		b = b[n:]
+		if err == io.EOF && len(b) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("blobcache: read value: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Cache) putFromStream(key []byte, r io.Reader, size int64) error {
+	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: time.Now().UnixNano()}
+	n := hdr.Len()
+	length := n
+	if c.opts.DirectIOWrites {
+		length = padded(n)
+	}
+	if segment.HeaderSize+length+record.EntrySize+record.TrailerSize > c.opts.SegmentSize {
+		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
+	}
+	h := record.KeyHash(key)
+	s, err := c.w.reserve(h, key, length)
+	if err != nil {
+		return err
+	}
+	entry, err := c.fillStream(s, &hdr, key, r, n)
+	if err == nil {
+		c.bloomAdd(h)
+	}
+	seq, err := c.w.endStream(s, entry, err)
+	if err != nil {
+		return err
+	}
+	c.w.waitCommitted(seq)
+	c.stats.puts.Add(1)
+	return nil
+}
+
+// padded returns the length of a DirectIO region holding an n-byte record: n rounded up to the
+// alignment, with room for a pad record after it when the rest is too small for one.
+func padded(n int64) int64 {
+	rem := n % vfs.DirectIOAlignment
+	if rem == 0 {
+		return n
+	}
+	pad := vfs.DirectIOAlignment - rem
+	if pad < record.HeaderSize {
+		pad += vfs.DirectIOAlignment
+	}
+	return n + pad
+}
+
+// fillStream writes the record of the reservation s: key and value behind the header, then a
+// pad filling the rest of the range, then the first chunk with the header. It returns the
+// record's footer entry.
+func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64) (record.Entry, error) {
+	first, spare := chunkPool.Get().(*[]byte), chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(first)
+	defer chunkPool.Put(spare)
+	cw := chunkWriter{c: c, s: s, first: *first, spare: *spare, buf: *first}
+	cw.used = record.HeaderSize // the header goes in last
+	cw.emit(key)
+	var crc uint32
+	var own hash.Hash32
+	if c.opts.Checksum && c.opts.ChecksumHash != nil {
+		own = c.opts.ChecksumHash()
+	}
+	for left := int64(hdr.ValueLen); left > 0 && cw.err == nil; {
+		if c.closed.Load() {
+			return record.Entry{}, ErrClosed
+		}
+		dst := cw.room()
+		dst = dst[:min(int64(len(dst)), left)]
+		if err := readValue(r, dst); err != nil {
+			return record.Entry{}, err
+		}
+		crc = record.UpdateCRC(crc, dst)
+		if own != nil {
+			own.Write(dst)
+		}
+		cw.used += len(dst)
+		left -= int64(len(dst))
+	}
+	if pad := s.length - n; pad > 0 {
+		var ph [record.HeaderSize]byte
+		(&record.Header{Kind: record.KindPad, ValueLen: uint32(pad - record.HeaderSize)}).Encode(ph[:], nil)
+		cw.emit(ph[:])
+		cw.zeros(int(pad - record.HeaderSize))
+	}
+	cw.flush()
+	if cw.err != nil {
+		return record.Entry{}, cw.err
+	}
+	hdr.ValueCRC = crc
+	if c.opts.Checksum {
+		hdr.Flags |= record.FlagHasChecksum
+		hdr.Sum = crc
+		if own != nil {
+			hdr.Sum = own.Sum32()
+		}
+	}
+	hdr.Encode(cw.first[:record.HeaderSize+len(key)], key)
+	// The first chunk last: it turns the pad into the record, over a value already written.
+	if err := c.writeChunk(s, cw.first[:cw.firstLen], s.base); err != nil {
+		return record.Entry{}, err
+	}
+	if c.opts.Fsync {
+		if err := s.seg.active.Sync(); err != nil {
+			return record.Entry{}, fmt.Errorf("%w: %w", ErrWriteFailed, err)
+		}
+	}
+	return record.Entry{Hash: record.KeyHash(key), Offset: uint32(s.base), Length: uint32(n), Kind: record.KindPut, Flags: hdr.Flags}, nil
+}
+
+func (c *Cache) writeChunk(s *stream, b []byte, off int64) error {
+	if err := s.seg.active.Write([][]byte{b}, off); err != nil {
+		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	return nil
+}
+
+// chunkWriter lays the bytes of a streamed record out in chunks of putChunk bytes from the
+// start of its range. It keeps the first chunk, which fillStream writes last, and fills and
+// writes the others in spare. Chunk boundaries are multiples of putChunk from the start of
+// the range, so with DirectIO every write is aligned; the range's length is aligned too, so
+// the last write is.
+type chunkWriter struct {
+	c        *Cache
+	s        *stream
+	first    []byte // chunk 0
+	firstLen int    // bytes of chunk 0 used, once it is full or the record ends
+	spare    []byte
+	buf      []byte // first or spare: the chunk being filled
+	used     int    // bytes of buf filled
+	off      int64  // range offset of buf[0]
+	err      error
+}
+
+// room returns the free part of the current chunk, after ending it if it is full.
+func (w *chunkWriter) room() []byte {
+	if w.used == len(w.buf) {
+		w.next()
+	}
+	return w.buf[w.used:]
+}
+
+func (w *chunkWriter) emit(p []byte) {
+	for len(p) > 0 && w.err == nil {
+		k := copy(w.room(), p)
+		w.used += k
+		p = p[k:]
+	}
+}
+
+func (w *chunkWriter) zeros(n int) {
+	for n > 0 && w.err == nil {
+		k := min(n, len(w.room()))
+		clear(w.buf[w.used : w.used+k])
+		w.used += k
+		n -= k
+	}
+}
+
+// next ends the current chunk, which is full: chunk 0 is kept, a later one is written; filling
+// goes on in spare.
+func (w *chunkWriter) next() {
+	if w.off == 0 {
+		w.firstLen = w.used
+	} else {
+		w.err = w.c.writeChunk(w.s, w.buf[:w.used], w.s.base+w.off)
+	}
+	w.buf = w.spare
+	w.off += int64(w.used)
+	w.used = 0
+}
+
+// flush ends the last chunk: it is written, unless it is chunk 0 (the record fits in one).
+func (w *chunkWriter) flush() {
+	if w.err != nil {
+		return
+	}
+	if w.off == 0 {
+		w.firstLen = w.used
+		return
+	}
+	w.err = w.c.writeChunk(w.s, w.buf[:w.used], w.s.base+w.off)
+}
+
+// reserve places a streamed record of length bytes for key at the end of the active segment and
+// writes the pad that covers it. See the comment at the top of stream.go.
+func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, ErrClosed
+	}
+	w.writeForgotten()
+	// An older record of the key still in the open batch must be placed before this one.
+	if w.open != nil {
+		if _, ok := w.open.Lookup(h, key, false); ok {
+			if err := w.cut(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w.supersede(h, key)
+	footer := int64(record.EntrySize)
+	if w.active == nil || w.active == w.poisoned ||
+		w.activeEnd+length+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
+		if err := w.rotate(); err != nil {
+			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
+		}
+	}
+	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, length: length}
+	// The pad that covers the range until the record replaces it. Written under mu, before any
+	// later batch is placed, so no later batch can be on disk without it; a later batch's sync
+	// (with Fsync) makes it durable too.
+	var pad []byte
+	if w.c.opts.DirectIOWrites {
+		pad = vfs.AlignedBuffer(vfs.DirectIOAlignment)
+	} else {
+		pad = make([]byte, record.HeaderSize)
+	}
+	(&record.Header{Kind: record.KindPad, ValueLen: uint32(length - record.HeaderSize)}).Encode(pad[:record.HeaderSize], nil)
+	if err := s.seg.active.Write([][]byte{pad}, s.base); err != nil {
+		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
+		// what finds the records placed after it.
+		w.poisoned = s.seg
+		w.activeEnd += length
+		return nil, fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	w.activeEnd += length
+	w.footerLen += footer
+	s.seg.streams++
+	w.streams = append(w.streams, s)
+	w.streamWG.Add(1)
+	return s, nil
+}
+
+// supersede marks the streams of key in progress as older than a record being placed now. The
+// caller holds mu.
+func (w *writer) supersede(h uint64, key []byte) {
+	for _, s := range w.streams {
+		if !s.superseded && bytes.Equal(s.key, key) {
+			s.superseded = true
+		}
+	}
+}
+
+// endStream ends stream s, which fillErr says whether it was written. A written stream that no
+// newer record superseded is queued for publication; endStream returns the seq to wait for. A
+// stream that failed to write poisons its segment (a torn range must not be scanned through).
+func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (seq uint64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.streamWG.Done()
+	for i, x := range w.streams {
+		if x == s {
+			w.streams = append(w.streams[:i], w.streams[i+1:]...)
+			break
+		}
+	}
+	seg := s.seg
+	seg.streams--
+	if fillErr != nil && errors.Is(fillErr, ErrWriteFailed) {
+		if w.active == seg {
+			w.poisoned = seg
+		}
+		w.lastErr = fillErr
+		w.c.stats.flushErrors.Add(1)
+	}
+	if fillErr == nil && !s.superseded {
+		w.nextSeq++
+		seq = w.nextSeq
+		w.toWrite <- &flushJob{seq: seq, seg: seg, stream: &e, length: s.length}
+	}
+	if seg.streams == 0 && seg.sealDeferred {
+		seg.sealDeferred = false
+		w.nextSeq++
+		w.toWrite <- &flushJob{seq: w.nextSeq, seg: seg, seal: true, base: seg.sealBase}
+	}
+	if fillErr != nil {
+		return 0, fillErr
+	}
+	return seq, nil
+}
+
+// commitStream publishes a streamed record: its footer entry and its index entry. The commit
+// goroutine calls it in seq order.
+func (c *Cache) commitStream(j *flushJob) {
+	e := *j.stream
+	j.seg.footer = append(j.seg.footer, e)
+	loc := index.Loc{Segment: j.seg.id, Offset: e.Offset, Length: e.Length}
+	if old, ok := c.idx.Put(e.Hash, loc); ok {
+		c.freeRecord(old, j.seg.id)
+	}
+	c.stats.flushedBytes.Add(uint64(j.length))
+	c.stats.flushes.Add(1)
+}

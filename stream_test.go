@@ -1,0 +1,431 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// streamOpts are options under which PutFrom streams values of a few MiB: segments hold a
+// handful of them, so streams cross rotations and seals.
+func streamOpts(extra ...Option) []Option {
+	return append([]Option{
+		WithWriteBufferSize(4 << 20),
+		WithSegmentSize(16 << 20),
+		WithExpectedBlobs(1 << 12),
+	}, extra...)
+}
+
+// gateReader serves v, stopping after `at` bytes until the gate is closed. It reports when it
+// reached the stop on reached.
+type gateReader struct {
+	v       []byte
+	off, at int
+	gate    chan struct{}
+	reached chan struct{}
+	stopped bool  // owned by the reading goroutine
+	err     error // returned with the last bytes, if set
+}
+
+func newGateReader(v []byte, at int) *gateReader {
+	return &gateReader{v: v, at: at, gate: make(chan struct{}), reached: make(chan struct{})}
+}
+
+func (r *gateReader) Read(p []byte) (int, error) {
+	if r.off == r.at && !r.stopped {
+		r.stopped = true
+		close(r.reached)
+		<-r.gate
+	}
+	end := len(r.v)
+	if r.off < r.at {
+		end = r.at
+	}
+	n := copy(p, r.v[r.off:end])
+	r.off += n
+	if r.off == len(r.v) {
+		if r.err != nil {
+			return n, r.err
+		}
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func TestPutFromRoundTrip(t *testing.T) {
+	sizes := []int{0, 1, 4000, StreamThreshold, StreamThreshold + 1, 1<<20 + 17, 3<<20 + 4095, 4<<20 - 100}
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"default", nil},
+		{"direct", []Option{WithDirectIOWrites()}},
+		{"checksum-verify", []Option{WithChecksum(), WithVerifyOnRead(true)}},
+		{"fsync", []Option{WithFsync(true), WithDirectIOWrites()}},
+		{"perblob", []Option{WithPerBlobFiles()}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := streamOpts(mode.opts...)
+			c := open(t, dir, opts...)
+			want := map[string][]byte{}
+			for round := range 2 {
+				for _, n := range sizes {
+					k := fmt.Sprintf("k%d", n)
+					v := value(k, round, n)
+					if err := c.PutFrom([]byte(k), bytes.NewReader(v), int64(n)); err != nil {
+						t.Fatalf("PutFrom(%s, %d bytes): %v", k, n, err)
+					}
+					expect(t, c, k, v) // read-your-writes as soon as PutFrom returns
+					want[k] = v
+					// Interleave small Puts, so batches and streams share segments.
+					sk := fmt.Sprintf("s%d-%d", n, round)
+					want[sk] = value(sk, 0, 3000)
+					if err := c.Put([]byte(sk), want[sk]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for k, v := range want {
+				expect(t, c, k, v)
+			}
+			noErrors(t, c)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = open(t, dir, opts...)
+			noErrors(t, c)
+			for k, v := range want {
+				expect(t, c, k, v)
+			}
+			verifyClean(t, dir)
+			c.crash()
+			c = open(t, dir, opts...)
+			defer c.Close()
+			for k, v := range want {
+				expect(t, c, k, v)
+			}
+		})
+	}
+}
+
+// TestPutFromAbandoned: a value whose reader ends early or fails is not stored, the key keeps
+// its previous value, and the records written after the abandoned range survive a crash of an
+// unsealed segment (the scan steps over the range's pad).
+func TestPutFromAbandoned(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		for _, how := range []string{"short", "error-with-last-bytes"} {
+			t.Run(fmt.Sprintf("direct=%v/%s", direct, how), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := streamOpts(WithFsync(true))
+				if direct {
+					opts = append(opts, WithDirectIOWrites())
+				}
+				c := open(t, dir, opts...)
+				old := value("k", 0, 5000)
+				if err := c.Put([]byte("k"), old); err != nil {
+					t.Fatal(err)
+				}
+				v := value("k", 1, 2<<20)
+				var r io.Reader
+				var wantErr error
+				switch how {
+				case "short":
+					r, wantErr = bytes.NewReader(v[:1<<20+5]), io.ErrUnexpectedEOF
+				default:
+					g := newGateReader(v, -1)
+					g.err = errors.New("bad framing after the value")
+					r, wantErr = g, g.err
+				}
+				err := c.PutFrom([]byte("k"), r, int64(len(v)))
+				if !errors.Is(err, wantErr) {
+					t.Fatalf("PutFrom: %v, want %v", err, wantErr)
+				}
+				expect(t, c, "k", old)
+				after := putKeys(t, c, "after", 20, 0, 3000)
+				big := value("big", 0, 1<<20)
+				if err := c.PutFrom([]byte("big"), bytes.NewReader(big), int64(len(big))); err != nil {
+					t.Fatal(err)
+				}
+				after["big"] = big
+				after["k"] = old
+				c.Drain()
+				c.crash() // the segment is unsealed: recovery scans it
+				c = open(t, dir, opts...)
+				defer c.Close()
+				expectAll(t, c, after)
+				verifyClean(t, dir)
+			})
+		}
+	}
+}
+
+// TestPutFromSuperseded: a Put or Delete of the key placed while its value streams is newer and
+// wins, in memory and after a reopen.
+func TestPutFromSuperseded(t *testing.T) {
+	for _, op := range []string{"put", "delete", "putfrom"} {
+		t.Run(op, func(t *testing.T) {
+			dir := t.TempDir()
+			c := open(t, dir, streamOpts()...)
+			v1 := value("k", 1, 2<<20)
+			g := newGateReader(v1, 1<<20)
+			done := make(chan error, 1)
+			go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v1))) }()
+			<-g.reached
+			var want []byte
+			switch op {
+			case "put":
+				want = value("k", 2, 7000)
+				if err := c.Put([]byte("k"), want); err != nil {
+					t.Fatal(err)
+				}
+			case "delete":
+				if err := c.Put([]byte("k"), value("k", 0, 100)); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Delete([]byte("k")); err != nil {
+					t.Fatal(err)
+				}
+			case "putfrom":
+				want = value("k", 2, 1<<20+3)
+				if err := c.PutFrom([]byte("k"), bytes.NewReader(want), int64(len(want))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(g.gate)
+			if err := <-done; err != nil {
+				t.Fatalf("superseded PutFrom: %v", err)
+			}
+			expect(t, c, "k", want)
+			c.Drain()
+			expect(t, c, "k", want)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = open(t, dir, streamOpts()...)
+			defer c.Close()
+			expect(t, c, "k", want)
+		})
+	}
+}
+
+// TestPutFromSlowDoesNotStallWriters: while one value streams from a stalled reader, other
+// writers go on through several batches and segment rotations, Drain returns, and the stalled
+// stream's segment is sealed once it ends.
+func TestPutFromSlowDoesNotStallWriters(t *testing.T) {
+	dir := t.TempDir()
+	opts := streamOpts(WithMaxInflightBatches(2))
+	c := open(t, dir, opts...)
+	v := value("slow", 0, 3<<20)
+	g := newGateReader(v, 2<<20)
+	done := make(chan error, 1)
+	go func() { done <- c.PutFrom([]byte("slow"), g, int64(len(v))) }()
+	<-g.reached
+	vals := putKeys(t, c, "other", 400, 0, 100<<10) // 40 MiB: 10 batches, 3 segments
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	expectAll(t, c, vals)
+	expect(t, c, "slow", nil)
+	close(g.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	vals["slow"] = v
+	expectAll(t, c, vals)
+	noErrors(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir, opts...)
+	defer c.Close()
+	noErrors(t, c)
+	expectAll(t, c, vals)
+	verifyClean(t, dir)
+}
+
+// TestPutFromConcurrent: streams, Puts and Deletes from several goroutines, with rotation and
+// eviction; every key read back is its last value.
+func TestPutFromConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	opts := streamOpts(WithMaxSize(64 << 20))
+	c := open(t, dir, opts...)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	last := map[string][]byte{}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				k := fmt.Sprintf("w%d-%d", w, i%7)
+				var v []byte
+				var err error
+				switch i % 3 {
+				case 0:
+					v = value(k, i, 1<<20+i)
+					err = c.PutFrom([]byte(k), bytes.NewReader(v), int64(len(v)))
+				case 1:
+					v = value(k, i, 2000+i)
+					err = c.Put([]byte(k), v)
+				default:
+					err = c.Delete([]byte(k))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				last[k] = v
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	check := func() {
+		for k, v := range last {
+			// Eviction may have forgotten a key; it must never return another value.
+			if r, ok := c.Get([]byte(k)); ok {
+				b, err := io.ReadAll(r)
+				if err != nil || !bytes.Equal(b, v) {
+					t.Fatalf("Get(%s): %d bytes, err %v; want its last value of %d bytes", k, len(b), err, len(v))
+				}
+			}
+		}
+	}
+	check()
+	noErrors(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir, opts...)
+	defer c.Close()
+	noErrors(t, c)
+	check()
+}
+
+// TestPutFromClose: Close waits for a stream in progress, which stops with ErrClosed; nothing
+// of it is read back.
+func TestPutFromClose(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, streamOpts()...)
+	v := value("k", 0, 2<<20)
+	g := newGateReader(v, 1<<20)
+	done := make(chan error, 1)
+	go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v))) }()
+	<-g.reached
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned with a stream in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.gate)
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutFrom cut by Close: %v, want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutFrom([]byte("k"), bytes.NewReader(v), int64(len(v))); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutFrom after Close: %v", err)
+	}
+	c = open(t, dir, streamOpts()...)
+	defer c.Close()
+	expect(t, c, "k", nil)
+}
+
+func TestPutFromBadInput(t *testing.T) {
+	c := open(t, t.TempDir(), streamOpts()...)
+	defer c.Close()
+	if err := c.PutFrom(nil, bytes.NewReader(nil), 0); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("empty key: %v", err)
+	}
+	max := c.MaxValueSize(1)
+	if err := c.PutFrom([]byte("k"), bytes.NewReader(nil), max+1); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("value past the limit: %v", err)
+	}
+	if err := c.PutFrom([]byte("k"), bytes.NewReader(nil), -1); err == nil {
+		t.Error("negative size accepted")
+	}
+}
+
+// zeroReader yields n generated bytes without holding them.
+type genReader struct{ left int64 }
+
+func (r *genReader) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), r.left))
+	for i := range p[:n] {
+		p[i] = byte(r.left - int64(i))
+	}
+	r.left -= int64(n)
+	return n, nil
+}
+
+// TestPutFromMemory: streaming a 48 MiB value allocates a small fraction of it: the value is
+// never whole in memory.
+func TestPutFromMemory(t *testing.T) {
+	c := open(t, t.TempDir(), WithWriteBufferSize(64<<20), WithSegmentSize(256<<20), WithDirectIOWrites())
+	defer c.Close()
+	const size = 48 << 20
+	// Warm up: pools, the first segment.
+	if err := c.PutFrom([]byte("warm"), &genReader{left: 1 << 20}, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := c.PutFrom([]byte("big"), &genReader{left: size}, size); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/16 {
+		t.Fatalf("streaming %d MiB allocated %d bytes", size>>20, alloc)
+	} else {
+		t.Logf("streaming %d MiB allocated %d KiB", size>>20, alloc>>10)
+	}
+	r, ok := c.Get([]byte("big"))
+	if !ok {
+		t.Fatal("miss")
+	}
+	n, err := io.Copy(io.Discard, r)
+	if err != nil || n != size {
+		t.Fatalf("read back %d bytes, %v", n, err)
+	}
+}
+
+// verifyClean runs Verify over dir and fails on any damaged record.
+func verifyClean(t *testing.T, dir string) {
+	t.Helper()
+	res, err := Verify(dir, nil)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	for _, c := range res.Corrupt {
+		t.Errorf("Verify: %v", c)
+	}
+	if res.Records == 0 {
+		t.Fatal("Verify checked no records")
+	}
+}
+
+// noErrors fails if the cache counted a failed write or seal, a damaged record or a torn tail:
+// streams must leave every segment sealable and every scan clean.
+func noErrors(t *testing.T, c *Cache) {
+	t.Helper()
+	c.Drain()
+	c.sealers.Wait()
+	if s := c.Stats(); s.FlushErrors != 0 || s.CorruptRecord != 0 || s.TornTails != 0 {
+		t.Fatalf("flush errors %d, corrupt records %d, torn tails %d; last: %s",
+			s.FlushErrors, s.CorruptRecord, s.TornTails, s.LastCorruption)
+	}
+}
