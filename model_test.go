@@ -44,7 +44,8 @@ func TestModel(t *testing.T) {
 	if *modelVariant >= 0 {
 		v = *modelVariant
 	}
-	opts := variants[v]
+	// PutFrom streams values past 4 KiB, through 4 KiB chunks, so streams and batches mix.
+	opts := append(variants[v], withPutChunk(4096))
 	t.Logf("variant %d", v)
 	c := open(t, dir, opts...)
 	defer func() { c.Close() }()
@@ -91,10 +92,13 @@ func TestModel(t *testing.T) {
 			version++
 			v := value(k, version, rng.IntN(12000))
 			var err error
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(3) {
+			case 0:
 				err = c.Put([]byte(k), v)
-			} else {
+			case 1:
 				err = c.UnsafePut([]byte(k), v)
+			default:
+				err = c.PutFrom([]byte(k), bytes.NewReader(v), int64(len(v)))
 			}
 			if err != nil {
 				t.Fatalf("step %d: Put: %v", step, err)

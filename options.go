@@ -100,6 +100,9 @@ type Options struct {
 
 	// fs is the file-system seam; tests replace it with a faulty one.
 	fs vfs.FS
+	// putChunk is PutFrom's chunk and streaming threshold (StreamThreshold unless a test
+	// lowers it to stream small values; a multiple of 4 KiB).
+	putChunk int
 }
 
 // Defaults.
@@ -227,3 +230,7 @@ func WithExpectedBlobs(n int64) Option { return func(o *Options) { o.ExpectedBlo
 
 // withFS replaces the file system (tests inject faults through it).
 func withFS(fs vfs.FS) Option { return func(o *Options) { o.fs = fs } }
+
+// withPutChunk sets PutFrom's chunk size and streaming threshold (tests stream small values
+// through many chunks with it). n must be a positive multiple of 4 KiB.
+func withPutChunk(n int) Option { return func(o *Options) { o.putChunk = n } }

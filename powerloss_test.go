@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +51,8 @@ func powerLoss(t *testing.T, fsync, verify bool) {
 	dir := t.TempDir()
 	const keys = 120
 	optsFor := func(cycle int) []Option {
-		o := small(withFS(fs), WithFsync(fsync), WithVerifyOnRead(verify), WithExpectedBlobs(256))
+		o := small(withFS(fs), WithFsync(fsync), WithVerifyOnRead(verify), WithExpectedBlobs(256),
+			withPutChunk(8<<10)) // PutFrom streams values past 8 KiB
 		if cycle%4 == 3 {
 			o = append(o, WithDirectIOWrites())
 		}
@@ -83,7 +85,13 @@ func powerLoss(t *testing.T, fsync, verify bool) {
 				v := torture.Value(k, version, torture.ValueSize(k, version, 20<<10))
 				log = append(log, torture.Entry{Kind: torture.PutBegin, Key: k, Version: version})
 				everPut[k][version] = true
-				if err := c.Put(tortureKey(k), v); err != nil {
+				var err error
+				if op < 40 {
+					err = c.Put(tortureKey(k), v)
+				} else {
+					err = c.PutFrom(tortureKey(k), bytes.NewReader(v), int64(len(v)))
+				}
+				if err != nil {
 					t.Fatalf("cycle %d: Put: %v", cycle, err)
 				}
 				log = append(log, torture.Entry{Kind: torture.PutOK, Key: k, Version: version})

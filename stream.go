@@ -51,7 +51,31 @@ const (
 	StreamThreshold = putChunk
 )
 
+// chunkPool holds PutFrom's chunks of the default size; a cache with another size (tests)
+// allocates its own.
 var chunkPool = sync.Pool{New: func() any { b := vfs.AlignedBuffer(putChunk); return &b }}
+
+// chunkSize is PutFrom's chunk and streaming threshold for c.
+func (c *Cache) chunkSize() int {
+	if c.opts.putChunk > 0 {
+		return c.opts.putChunk
+	}
+	return putChunk
+}
+
+func (c *Cache) getChunk() *[]byte {
+	if n := c.chunkSize(); n != putChunk {
+		b := vfs.AlignedBuffer(n)
+		return &b
+	}
+	return chunkPool.Get().(*[]byte)
+}
+
+func (c *Cache) putChunk(b *[]byte) {
+	if len(*b) == putChunk {
+		chunkPool.Put(b)
+	}
+}
 
 // errStreamSuperseded says a newer Put or Delete of the key was placed while the value streamed.
 var errStreamSuperseded = errors.New("superseded")
@@ -89,7 +113,7 @@ func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
 	if size < 0 {
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
 	}
-	if size <= StreamThreshold || c.opts.PerBlobFiles {
+	if size <= int64(c.chunkSize()) || c.opts.PerBlobFiles {
 		return c.putFromBuffered(key, r, size)
 	}
 	return c.putFromStream(key, r, size)
@@ -166,9 +190,9 @@ func padded(n int64) int64 {
 // pad filling the rest of the range, then the first chunk with the header. It returns the
 // record's footer entry.
 func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64) (record.Entry, error) {
-	first, spare := chunkPool.Get().(*[]byte), chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(first)
-	defer chunkPool.Put(spare)
+	first, spare := c.getChunk(), c.getChunk()
+	defer c.putChunk(first)
+	defer c.putChunk(spare)
 	cw := chunkWriter{c: c, s: s, first: *first, spare: *spare, buf: *first}
 	cw.used = record.HeaderSize // the header goes in last
 	cw.emit(key)

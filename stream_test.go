@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
 )
 
 // streamOpts are options under which PutFrom streams values of a few MiB: segments hold a
@@ -427,5 +429,58 @@ func noErrors(t *testing.T, c *Cache) {
 	if s := c.Stats(); s.FlushErrors != 0 || s.CorruptRecord != 0 || s.TornTails != 0 {
 		t.Fatalf("flush errors %d, corrupt records %d, torn tails %d; last: %s",
 			s.FlushErrors, s.CorruptRecord, s.TornTails, s.LastCorruption)
+	}
+}
+
+// TestPutFromWriteFault: a chunk write that fails (EIO, or a short write) fails PutFrom with
+// ErrWriteFailed; the key keeps its previous value, the cache goes on, and what was drained
+// after the failure survives a crash (the failed range is never read as a record).
+func TestPutFromWriteFault(t *testing.T) {
+	for _, action := range []errorfs.Action{errorfs.Fail, errorfs.Short} {
+		for _, chunk := range []string{"middle", "header"} {
+			t.Run(fmt.Sprintf("%v/%s", action, chunk), func(t *testing.T) {
+				fs := faultyFS(t)
+				dir := t.TempDir()
+				opts := streamOpts(withFS(fs), WithFsync(true))
+				c := open(t, dir, opts...)
+				old := value("k", 0, 4000)
+				if err := c.Put([]byte("k"), old); err != nil {
+					t.Fatal(err)
+				}
+				c.Drain()
+				v := value("k", 1, 2<<20)
+				g := newGateReader(v, 1<<20)
+				done := make(chan error, 1)
+				go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v))) }()
+				<-g.reached
+				// The record is 2 MiB + 33 bytes: chunks 0-7 of 256 KiB and 33 bytes in chunk
+				// 8. Chunks 1-3 are written by now; fail the next chunk write, or the last
+				// write of the stream, chunk 0 with the header.
+				f := &errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Action: action, Keep: -1, Times: 1}
+				if chunk == "header" {
+					f.Skip = 5 // chunks 4-8 go through
+				}
+				fs.Add(f)
+				close(g.gate)
+				if err := <-done; !errors.Is(err, ErrWriteFailed) {
+					t.Fatalf("PutFrom over a failed write: %v, want ErrWriteFailed", err)
+				}
+				expect(t, c, "k", old)
+				after := putKeys(t, c, "after", 30, 0, 3000)
+				big := value("big", 0, 1<<20+5)
+				if err := c.PutFrom([]byte("big"), bytes.NewReader(big), int64(len(big))); err != nil {
+					t.Fatalf("PutFrom after the failure: %v", err)
+				}
+				after["big"], after["k"] = big, old
+				if err := c.Flush(); err != nil {
+					t.Fatalf("Flush: %v", err)
+				}
+				expectAll(t, c, after)
+				c.crash()
+				c = open(t, dir, opts...)
+				defer c.Close()
+				expectAll(t, c, after)
+			})
+		}
 	}
 }

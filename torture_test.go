@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -64,6 +65,7 @@ func (tc tortureConfig) options(writer bool) []Option {
 		WithFsync(tc.Fsync),
 		WithVerifyOnRead(tc.Verify),
 		WithFlushInterval(5 * time.Millisecond),
+		withPutChunk(8 << 10), // PutFrom streams values past 8 KiB, in 8 KiB chunks
 	}
 	if tc.PerBlob {
 		opts = append(opts, WithPerBlobFiles())
@@ -165,9 +167,12 @@ func tortureWriter(cfg tortureConfig) error {
 					v := torture.Value(k, ver, torture.ValueSize(k, ver, cfg.MaxValue))
 					must(l.Append(torture.Entry{Kind: torture.PutBegin, Key: k, Version: ver}))
 					var err error
-					if op < 40 {
+					switch {
+					case op < 35:
 						err = c.Put(key, v)
-					} else {
+					case op < 45:
+						err = c.PutFrom(key, bytes.NewReader(v), int64(len(v)))
+					default:
 						err = c.UnsafePut(key, v) // v is never touched again
 					}
 					if err != nil {
