@@ -133,21 +133,32 @@ func withCache(dir string, fn func(*blobcache.Cache) error) error {
 }
 
 func put(dir string, args []string, stdin io.Reader, stdout io.Writer) error {
-	in := stdin
+	key := []byte(args[0])
 	if len(args) == 2 && args[1] != "-" {
+		// A file of known size streams into the cache (PutFrom), never whole in memory.
 		f, err := os.Open(args[1])
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		in = f
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		return withCache(dir, func(c *blobcache.Cache) error {
+			if err := c.PutFrom(key, f, fi.Size()); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "stored %q: %d bytes\n", args[0], fi.Size())
+			return nil
+		})
 	}
-	v, err := io.ReadAll(in)
+	v, err := io.ReadAll(stdin) // standard input: its length is known only at its end
 	if err != nil {
 		return err
 	}
 	return withCache(dir, func(c *blobcache.Cache) error {
-		if err := c.Put([]byte(args[0]), v); err != nil {
+		if err := c.Put(key, v); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "stored %q: %d bytes\n", args[0], len(v))
