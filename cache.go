@@ -141,7 +141,9 @@ func (c *Cache) openDir() error {
 	}
 	if !known {
 		for _, e := range ents {
-			if e.Name() != lockFile {
+			// The lock, or the temporary identity file of a creation a crash cut short
+			// (writeFileAtomic starts it again): still an empty cache.
+			if e.Name() != lockFile && e.Name() != identityFile+".tmp" {
 				return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotBlobCache, c.dir, e.Name(), identityFile)
 			}
 		}

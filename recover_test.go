@@ -241,3 +241,21 @@ func TestBadFooterScanned(t *testing.T) {
 		t.Fatal("a damaged footer went uncounted")
 	}
 }
+
+// TestCreationCutShort: a crash while a new cache writes its identity file leaves only the
+// temporary file; the directory opens as a new, empty cache, not as a foreign directory.
+func TestCreationCutShort(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, identityFile+".tmp"), []byte("BLOB"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, dir, small()...)
+	defer c.Close()
+	if err := c.Put([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, "k", []byte("v"))
+	if _, err := os.Stat(filepath.Join(dir, identityFile+".tmp")); !os.IsNotExist(err) {
+		t.Fatalf("temporary identity file left behind: %v", err)
+	}
+}

@@ -530,6 +530,16 @@ func (w *writer) ticker() {
 // ErrClosed; Puts waiting for a batch are woken and get ErrClosed too.
 func (w *writer) close() {
 	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return
+	}
+	// Drain first, in rounds: a batch that fails while it is written is committed (and its keys
+	// forgotten) only during the wait, and the tombstones that keep those keys from falling
+	// back to older records after a restart must be written before the writer closes.
+	_ = w.drain(false)
+	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return
