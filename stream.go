@@ -430,6 +430,11 @@ func (c *Cache) commitStream(j *flushJob) {
 	if old, ok := c.idx.Put(e.Hash, loc); ok {
 		c.freeRecord(old, j.seg.id)
 	}
+	// Again, now that the index has it: a rebuild that read the index before this Put (and the
+	// write buffer, where a streamed record never is) published its filter before this load of
+	// bloomNext, so the hash reaches it (see rebuildBloom). The add before publication covers
+	// the moment between idx.Put and this one.
+	c.bloomAdd(e.Hash)
 	c.stats.flushedBytes.Add(uint64(j.length))
 	c.stats.flushes.Add(1)
 }
