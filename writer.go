@@ -323,13 +323,16 @@ func (w *writer) drain(consume bool) error {
 			break
 		}
 	}
-	if w.c.stats.flushErrors.Load() == before {
-		return nil
-	}
+	// A failure not yet reported to anyone (failErr) is reported here too, even if it happened
+	// before this drain began: a Flush that returns nil promises the next Put no earlier error.
+	w.mu.Lock()
+	pending := w.failErr != nil
 	if consume {
-		w.mu.Lock()
 		w.failErr = nil // reported here, not again by the next Put
-		w.mu.Unlock()
+	}
+	w.mu.Unlock()
+	if w.c.stats.flushErrors.Load() == before && !pending {
+		return nil
 	}
 	return w.lastError()
 }
