@@ -59,6 +59,18 @@ func (r *gateReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// stallPutFrom starts PutFrom of a size-byte value of key (version ver) whose reader stops
+// after `at` bytes, and returns once it has stopped there: the value, its reader (close g.gate
+// to let it go on) and PutFrom's result to come.
+func stallPutFrom(c *Cache, key string, ver, size, at int) ([]byte, *gateReader, <-chan error) {
+	v := value(key, ver, size)
+	g := newGateReader(v, at)
+	done := make(chan error, 1)
+	go func() { done <- c.PutFrom([]byte(key), g, int64(len(v))) }()
+	<-g.reached
+	return v, g, done
+}
+
 func TestPutFromRoundTrip(t *testing.T) {
 	sizes := []int{0, 1, 4000, StreamThreshold, StreamThreshold + 1, 1<<20 + 17, 3<<20 + 4095, 4<<20 - 100}
 	for _, mode := range []struct {
@@ -96,12 +108,7 @@ func TestPutFromRoundTrip(t *testing.T) {
 			for k, v := range want {
 				expect(t, c, k, v)
 			}
-			noErrors(t, c)
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			c = open(t, dir, opts...)
-			noErrors(t, c)
+			c = reopenClean(t, c, dir, opts...)
 			for k, v := range want {
 				expect(t, c, k, v)
 			}
@@ -174,11 +181,7 @@ func TestPutFromSuperseded(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			dir := t.TempDir()
 			c := open(t, dir, streamOpts()...)
-			v1 := value("k", 1, 2<<20)
-			g := newGateReader(v1, 1<<20)
-			done := make(chan error, 1)
-			go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v1))) }()
-			<-g.reached
+			_, g, done := stallPutFrom(c, "k", 1, 2<<20, 1<<20)
 			var want []byte
 			switch op {
 			case "put":
@@ -223,11 +226,7 @@ func TestPutFromSlowDoesNotStallWriters(t *testing.T) {
 	dir := t.TempDir()
 	opts := streamOpts(WithMaxInflightBatches(2))
 	c := open(t, dir, opts...)
-	v := value("slow", 0, 3<<20)
-	g := newGateReader(v, 2<<20)
-	done := make(chan error, 1)
-	go func() { done <- c.PutFrom([]byte("slow"), g, int64(len(v))) }()
-	<-g.reached
+	v, g, done := stallPutFrom(c, "slow", 0, 3<<20, 2<<20)
 	vals := putKeys(t, c, "other", 400, 0, 100<<10) // 40 MiB: 10 batches, 3 segments
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
@@ -240,13 +239,8 @@ func TestPutFromSlowDoesNotStallWriters(t *testing.T) {
 	}
 	vals["slow"] = v
 	expectAll(t, c, vals)
-	noErrors(t, c)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c = open(t, dir, opts...)
+	c = reopenClean(t, c, dir, opts...)
 	defer c.Close()
-	noErrors(t, c)
 	expectAll(t, c, vals)
 	verifyClean(t, dir)
 }
@@ -301,13 +295,8 @@ func TestPutFromConcurrent(t *testing.T) {
 		}
 	}
 	check()
-	noErrors(t, c)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c = open(t, dir, opts...)
+	c = reopenClean(t, c, dir, opts...)
 	defer c.Close()
-	noErrors(t, c)
 	check()
 }
 
@@ -316,11 +305,7 @@ func TestPutFromConcurrent(t *testing.T) {
 func TestPutFromClose(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, streamOpts()...)
-	v := value("k", 0, 2<<20)
-	g := newGateReader(v, 1<<20)
-	done := make(chan error, 1)
-	go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v))) }()
-	<-g.reached
+	v, g, done := stallPutFrom(c, "k", 0, 2<<20, 1<<20)
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {
@@ -448,11 +433,7 @@ func TestPutFromWriteFault(t *testing.T) {
 					t.Fatal(err)
 				}
 				c.Drain()
-				v := value("k", 1, 2<<20)
-				g := newGateReader(v, 1<<20)
-				done := make(chan error, 1)
-				go func() { done <- c.PutFrom([]byte("k"), g, int64(len(v))) }()
-				<-g.reached
+				_, g, done := stallPutFrom(c, "k", 1, 2<<20, 1<<20)
 				// The record is 2 MiB + 33 bytes: chunks 0-7 of 256 KiB and 33 bytes in chunk
 				// 8. Chunks 1-3 are written by now; fail the next chunk write, or the last
 				// write of the stream, chunk 0 with the header.
@@ -483,4 +464,16 @@ func TestPutFromWriteFault(t *testing.T) {
 			})
 		}
 	}
+}
+
+// reopenClean checks c with noErrors, closes it, reopens dir and checks the reopened cache too.
+func reopenClean(t *testing.T, c *Cache, dir string, opts ...Option) *Cache {
+	t.Helper()
+	noErrors(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir, opts...)
+	noErrors(t, c)
+	return c
 }
