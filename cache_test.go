@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -153,25 +154,31 @@ func TestReaderContract(t *testing.T) {
 }
 
 func TestReadAt(t *testing.T) {
-	c := open(t, t.TempDir(), small(WithVerifyOnRead(true))...)
+	c := open(t, t.TempDir(), small(WithVerifyOnRead(true), WithFlushInterval(time.Hour))...)
 	defer c.Close()
 	v := value("k", 0, 9000)
 	c.Put([]byte("k"), v)
 	p := make([]byte, 9000)
-	if n, err := c.ReadAt([]byte("k"), p, 0); err != nil || n != 9000 || !bytes.Equal(p, v) {
-		t.Fatalf("pending ReadAt: %d %v", n, err)
+	ranges := func(where string) {
+		for _, tc := range []struct{ off, n, want int }{{0, 9000, 9000}, {0, 100, 100}, {8000, 100, 100}, {8950, 100, 50}, {9000, 10, 0}} {
+			p := make([]byte, tc.n)
+			n, err := c.ReadAt([]byte("k"), p, int64(tc.off))
+			if n != tc.want || !bytes.Equal(p[:n], v[tc.off:tc.off+n]) {
+				t.Fatalf("%s ReadAt(off %d, %d) = %d, %v", where, tc.off, tc.n, n, err)
+			}
+			if (tc.off+tc.n > 9000) != (err == io.EOF) {
+				t.Fatalf("%s ReadAt(off %d, %d): err %v", where, tc.off, tc.n, err)
+			}
+		}
+	}
+	// In the write buffer: copied straight into p.
+	ranges("pending")
+	key := []byte("k")
+	if allocs := testing.AllocsPerRun(100, func() { c.ReadAt(key, p, 0) }); allocs != 0 {
+		t.Fatalf("pending ReadAt: %v allocations", allocs)
 	}
 	c.Drain()
-	for _, tc := range []struct{ off, n, want int }{{0, 9000, 9000}, {0, 100, 100}, {8000, 100, 100}, {8950, 100, 50}, {9000, 10, 0}} {
-		p := make([]byte, tc.n)
-		n, err := c.ReadAt([]byte("k"), p, int64(tc.off))
-		if n != tc.want || !bytes.Equal(p[:n], v[tc.off:tc.off+n]) {
-			t.Fatalf("ReadAt(off %d, %d) = %d, %v", tc.off, tc.n, n, err)
-		}
-		if (tc.off+tc.n > 9000) != (err == io.EOF) {
-			t.Fatalf("ReadAt(off %d, %d): err %v", tc.off, tc.n, err)
-		}
-	}
+	ranges("drained")
 	if _, err := c.ReadAt([]byte("nope"), p, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("ReadAt miss: %v", err)
 	}

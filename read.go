@@ -450,14 +450,17 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		st.bloomRejects.Add(1)
 		return 0, ErrNotFound
 	}
-	if v, ok := c.w.lookup(h, key, true); ok {
-		// Still in the write buffer: rare, so the copy Lookup makes is fine.
+	if v, n, ok := c.w.readValue(h, key, p, off); ok {
+		// Still in the write buffer: copied straight into p, no allocation.
 		if v.Kind != record.KindPut {
 			st.misses.Add(1)
 			return 0, ErrNotFound
 		}
 		st.hits.Add(1)
-		return readFull(c.memReader(v, off, int64(len(p))), p)
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
 	}
 	for range 3 {
 		loc, ok := c.idx.Get(h)

@@ -499,6 +499,17 @@ func (w *writer) lookup(h uint64, key []byte, withValue bool) (batch.Value, bool
 	return batch.Value{}, false
 }
 
+// readValue finds key among the unflushed batches, newest first, and copies the bytes [off,
+// off+len(p)) of its value into p (see batch.ReadValue).
+func (w *writer) readValue(h uint64, key, p []byte, off int64) (batch.Value, int, bool) {
+	for _, b := range *w.live.Load() {
+		if v, n, ok := b.ReadValue(h, key, p, off); ok {
+			return v, n, true
+		}
+	}
+	return batch.Value{}, 0, false
+}
+
 // pendingBytes is the memory held by unflushed records.
 func (w *writer) pendingBytes() int64 {
 	var n int64

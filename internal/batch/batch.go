@@ -208,6 +208,36 @@ func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found boo
 	return v, true
 }
 
+// ReadValue finds the newest record of key in the batch, like Lookup, and copies the bytes
+// [off, off+len(p)) of its value into p instead of into a new slice; n is how many there were
+// (fewer than len(p) when the value ends first). It does not allocate. v has no Sum or CTime.
+func (b *Batch) ReadValue(h uint64, key, p []byte, off int64) (v Value, n int, found bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	i, ok := b.pending[h]
+	if !ok {
+		return Value{}, 0, false
+	}
+	e := b.entries[i]
+	// The key only, compared in place: record.Decode would move the buffer to the heap. The
+	// batch wrote these bytes itself; kind and flags are in the entry.
+	klen := int(e.Length-e.ValueLen) - record.HeaderSize
+	if klen != len(key) {
+		return Value{}, 0, false
+	}
+	var kb [record.MaxKeyLen]byte
+	b.copyAt(kb[:klen], int64(e.Offset)+record.HeaderSize)
+	if string(kb[:klen]) != string(key) {
+		return Value{}, 0, false // another key with the same hash: not ours
+	}
+	v = Value{Kind: e.Kind, Flags: e.Flags, Length: int64(e.ValueLen)}
+	if off < int64(e.ValueLen) {
+		n = int(min(int64(len(p)), int64(e.ValueLen)-off))
+		b.copyAt(p[:n], int64(e.Offset)+record.HeaderSize+int64(klen)+off)
+	}
+	return v, n, true
+}
+
 // copyAt copies len(dst) bytes of the stream starting at off. The caller holds b.mu.
 func (b *Batch) copyAt(dst []byte, off int64) {
 	i := sort.Search(len(b.offs), func(i int) bool { return b.offs[i] > off }) - 1
