@@ -10,12 +10,13 @@ import (
 
 func init() {
 	register("blobcache", "BlobCache with default options (Start for the background worker)", openBlobcache)
-	register("blobcache-prod", "BlobCache with seed 000's production settings, write buffers scaled to the budget", openBlobcacheProd)
+	register("blobcache-prod", "BlobCache with seed 000's production settings, write buffers sized for the disk, not the budget", openBlobcacheProd)
 }
 
 type blobcacheEngine struct {
 	c        *blobcache.Cache
 	stop     func() error
+	readAt   bool
 	settings []Setting
 }
 
@@ -28,35 +29,64 @@ func openBlobcache(cfg Config) (Engine, error) {
 		{"BloomBitsPerKey", fmt.Sprint(blobcache.DefaultBloomBitsPerKey)},
 		{"memory budget", "not applied: defaults are fixed"},
 	}
-	return startBlobcache(cfg.Dir, s)
+	return startBlobcache(cfg, s)
 }
 
-// The seed's production settings (seed 000: "use 2GB for production", "use 1GB for production",
-// DirectIO "opt-in for production", 6 in-flight batches). A 1 GiB buffer times 7 is 7 GiB, far
-// past any budget here, so the buffer is the budget divided by the 7 buffers that can be full.
+// prodInflight is seed 000's 6 in-flight batches.
+const prodInflight = 6
+
+// blobcacheWriteBuffer is blobcache-prod's WriteBufferSize: asked (whole MiB, at least 1 MiB)
+// or, when asked is 0, the budget divided by the 7 buffers that can be full at once. Never more
+// than that seventh: the budget is a cap.
+func blobcacheWriteBuffer(budget, asked int64) int64 {
+	seventh := max(budget/(prodInflight+1)>>20<<20, 1<<20)
+	if asked <= 0 {
+		return seventh
+	}
+	return min(max(asked>>20<<20, 1<<20), seventh)
+}
+
+// The seed's production settings (seed 000: "use 2GB for production" segments, DirectIO "opt-in
+// for production", 6 in-flight batches). The seed's 1 GiB write buffer times 7 is 7 GiB, past
+// any budget here; the buffer is what Config.BlobcacheWriteBuffer asks (the driver's default is
+// what keeps the disk busy with DirectIO writes, see BENCHMARKS.md) or a seventh of the budget.
 func openBlobcacheProd(cfg Config) (Engine, error) {
-	const inflight = 6
-	wb := max(cfg.MemoryBudget/(inflight+1)>>20<<20, 64<<20)
-	exp := max(cfg.ExpectedKeys, blobcache.DefaultExpectedBlobs)
+	wb := blobcacheWriteBuffer(cfg.MemoryBudget, cfg.BlobcacheWriteBuffer)
+	why := "a seventh of the budget"
+	if cfg.BlobcacheWriteBuffer > 0 {
+		why = "asked (-blobcache-buffer)"
+	}
+	// The index and the bloom filter are sized for the keys the phase can write, as an operator
+	// sizes them for the blobs a cache holds; they grow if the guess is short.
+	exp := cfg.ExpectedKeys
+	if exp <= 0 {
+		exp = blobcache.DefaultExpectedBlobs
+	}
 	opts := []blobcache.Option{
 		blobcache.WithSegmentSize(2 << 30),
 		blobcache.WithWriteBufferSize(wb),
-		blobcache.WithMaxInflightBatches(inflight),
+		blobcache.WithMaxInflightBatches(prodInflight),
 		blobcache.WithDirectIOWrites(),
 		blobcache.WithExpectedBlobs(exp),
 	}
+	verify := "false (the seed's production setting; RocksDB checks every block it reads)"
+	if cfg.BlobcacheVerify {
+		opts = append(opts, blobcache.WithVerifyOnRead(true))
+		verify = "true (asked: -blobcache-verify)"
+	}
 	s := []Setting{
 		{"SegmentSize", mib(2 << 30)},
-		{"WriteBufferSize x (MaxInflightBatches+1)", fmt.Sprintf("%s x %d (seed: 1 GiB x 7)", mib(wb), inflight+1)},
+		{"WriteBufferSize x (MaxInflightBatches+1)", fmt.Sprintf("%s x %d, %s (seed: 1 GiB x 7)", mib(wb), prodInflight+1, why)},
 		{"DirectIOWrites", "true"},
-		{"ExpectedBlobs", fmt.Sprint(exp)},
+		{"VerifyOnRead", verify},
+		{"ExpectedBlobs", fmt.Sprintf("%d (the most keys the phase writes)", exp)},
 		{"BloomBitsPerKey", fmt.Sprint(blobcache.DefaultBloomBitsPerKey)},
 	}
-	return startBlobcache(cfg.Dir, s, opts...)
+	return startBlobcache(cfg, s, opts...)
 }
 
-func startBlobcache(dir string, s []Setting, opts ...blobcache.Option) (Engine, error) {
-	c, err := blobcache.New(dir, opts...)
+func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, error) {
+	c, err := blobcache.New(cfg.Dir, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +95,21 @@ func startBlobcache(dir string, s []Setting, opts ...blobcache.Option) (Engine, 
 		c.Close()
 		return nil, err
 	}
-	return &blobcacheEngine{c: c, stop: stop, settings: s}, nil
+	readAt := cfg.BlobcacheRead != Reader
+	if readAt {
+		s = append(s, Setting{"read path", "Cache.ReadAt into the caller's buffer (one pread of header and value, no allocation)"})
+	} else {
+		s = append(s, Setting{"read path", "Cache.Get, then Read into the caller's buffer (a pooled buffer and a copy)"})
+	}
+	return &blobcacheEngine{c: c, stop: stop, readAt: readAt, settings: s}, nil
 }
 
 func (e *blobcacheEngine) Put(key, value []byte) error { return e.c.Put(key, value) }
 
 func (e *blobcacheEngine) Get(key, buf []byte) (int, bool, error) {
+	if e.readAt {
+		return e.getReadAt(key, buf)
+	}
 	r, ok := e.c.Get(key)
 	if !ok {
 		return 0, false, nil
@@ -80,6 +119,26 @@ func (e *blobcacheEngine) Get(key, buf []byte) (int, bool, error) {
 		c.Close()
 	}
 	return n, true, err
+}
+
+// getReadAt reads the value with ReadAt. A value shorter than buf comes back whole with io.EOF
+// from one call; a longer one is read on, wrapping round in buf, until io.EOF.
+func (e *blobcacheEngine) getReadAt(key, buf []byte) (int, bool, error) {
+	var total int64
+	for {
+		n, err := e.c.ReadAt(key, buf, total)
+		total += int64(n)
+		switch {
+		case errors.Is(err, blobcache.ErrNotFound) && total == 0:
+			return 0, false, nil
+		case err == io.EOF:
+			return int(total), true, nil
+		case err != nil:
+			return int(total), true, err
+		case n == 0:
+			return int(total), true, io.ErrNoProgress
+		}
+	}
 }
 
 // readToEnd reads r to EOF into buf, wrapping round when the value is longer.

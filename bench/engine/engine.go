@@ -42,7 +42,26 @@ type Config struct {
 	Dir          string // data directory, empty or absent
 	MemoryBudget int64  // bytes for caches and write buffers
 	ExpectedKeys int64  // the most keys the phase will write
+	DatasetBytes int64  // value bytes the phase will have written at its end (0: not known)
+
+	// RocksDBL0Files sizes RocksDB's memtables so that DatasetBytes makes about this many L0
+	// files, seed 000's shape at this machine's scale (0: the budget split seven ways).
+	RocksDBL0Files int
+	// BlobcacheWriteBuffer is blobcache-prod's WriteBufferSize (0: the budget split seven ways).
+	BlobcacheWriteBuffer int64
+	// BlobcacheRead is how the BlobCache engines read a hit: ReadAt (into the caller's buffer)
+	// or Reader (Get, then Read from the returned reader).
+	BlobcacheRead string
+	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead: every hit checks the value's
+	// CRC-32C, as RocksDB checks every block it reads (its default).
+	BlobcacheVerify bool
 }
+
+// BlobCache read paths (Config.BlobcacheRead).
+const (
+	ReadAt = "readat" // Cache.ReadAt: one positioned read into the caller's buffer, no allocation
+	Reader = "reader" // Cache.Get and io.Reader: a pooled buffer, then a copy into the caller's
+)
 
 // Opener opens an engine.
 type Opener func(Config) (Engine, error)
@@ -99,3 +118,6 @@ func Describe(name string) string { return registry[name].desc }
 
 // mib formats a byte count in MiB for settings.
 func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+
+// mibf formats a byte count in MiB with two decimals, for sizes that are not whole MiB.
+func mibf(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

@@ -23,16 +23,15 @@ type rocksEngine struct {
 	settings []Setting
 }
 
-// rocksInflight is seed 000's "6 inflight": memtables that may be full at once.
-const rocksInflight = 6
-
-// Seed 000's production RocksDB: FIFO compaction, large memtables, 6 of them in flight, DirectIO
-// for flushes. Budget: the memtables get 6/7 (one seventh each), the block cache one seventh,
-// and index and filter blocks are charged to the block cache (pinned for L0, where FIFO keeps
-// every file) so they count against the budget as they do for the other engines.
+// Seed 000's production RocksDB: FIFO compaction, 6 memtables in flight, DirectIO for flushes.
+// The memtable is sized by rocksShape: by default so that the run's data makes about as many L0
+// files as the seed's 455 at its peak (the seed's ratio of data to memtable); the block cache
+// gets the rest of the budget. Index and filter blocks are charged to the block cache (pinned
+// for L0, where FIFO keeps every file) so they count against the budget as they do for the
+// other engines.
 func openRocksDB(cfg Config) (Engine, error) {
-	memtable := cfg.MemoryBudget / (rocksInflight + 1)
-	cacheBytes := cfg.MemoryBudget - rocksInflight*memtable
+	shape := rocksShape(cfg.MemoryBudget, cfg.DatasetBytes, cfg.RocksDBL0Files)
+	memtable, cacheBytes := shape.Memtable, shape.BlockCache
 
 	bbto := grocksdb.NewDefaultBlockBasedTableOptions()
 	bbto.SetBlockCache(grocksdb.NewLRUCache(uint64(cacheBytes)))
@@ -66,8 +65,9 @@ func openRocksDB(cfg Config) (Engine, error) {
 	s := []Setting{
 		{"version", "RocksDB 7.8.3 (Debian librocksdb-dev), grocksdb v1.7.10"},
 		{"compaction", "FIFO, max_table_files_size 1 TiB (nothing dropped in a run)"},
-		{"write_buffer_size x max_write_buffer_number", fmt.Sprintf("%s x %d (seed: 960 MB x 6)", mib(memtable), rocksInflight)},
-		{"block cache (LRU)", mib(cacheBytes)},
+		{"write_buffer_size x max_write_buffer_number", fmt.Sprintf("%s x %d (seed: 960 MB x 6)", mibf(memtable), rocksInflight)},
+		{"write_buffer_size chosen as", shape.Why},
+		{"block cache (LRU)", mib(cacheBytes) + ", the rest of the budget"},
 		{"filter", "full bloom 10 bits/key per SST; index and filter blocks in the block cache, L0 pinned"},
 		{"use_direct_io_for_flush_and_compaction", "true"},
 		{"WAL", "disabled (a cache, like BlobCache, which has no WAL)"},
@@ -129,8 +129,13 @@ func (e *rocksEngine) Counters() map[string]int64 {
 			}
 		}
 	}
-	if n, err := strconv.ParseInt(e.db.GetProperty("rocksdb.num-files-at-level0"), 10, 64); err == nil {
-		out["l0_files"] = n
+	for prop, name := range map[string]string{
+		"rocksdb.num-files-at-level0": "l0_files", "rocksdb.block-cache-usage": "block_cache_usage",
+		"rocksdb.cur-size-all-mem-tables": "memtable_bytes", "rocksdb.num-immutable-mem-table": "immutable_memtables",
+	} {
+		if n, err := strconv.ParseInt(e.db.GetProperty(prop), 10, 64); err == nil {
+			out[name] = n
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -38,10 +39,12 @@ func RunChild(cfg Config, name, phase, dir string) *PhaseResult {
 
 func (c *child) runPhase() error {
 	var maxValue int
-	var expected int64
+	var expected, dataset int64
+	l0Files := 0
 	switch c.phase {
 	case PhaseMixed:
 		maxValue, expected = c.cfg.MixedValue, int64(c.cfg.MixedPreload+c.cfg.MixedOps)
+		dataset, l0Files = c.cfg.MixedDatasetBytes(), c.cfg.RocksDBL0Files
 	case PhaseIOPerGet:
 		maxValue, expected = c.cfg.IOValue, c.cfg.IOKeys[len(c.cfg.IOKeys)-1]
 	case PhaseCapacity:
@@ -50,7 +53,9 @@ func (c *child) runPhase() error {
 		return fmt.Errorf("harness: unknown phase %q", c.phase)
 	}
 	c.payload = workload.NewPayload(maxValue, c.cfg.Seed)
-	c.bufSize = maxValue
+	// One byte more than the largest value, so that an engine reading into the buffer learns in
+	// one call that the value ended (BlobCache's ReadAt returns io.EOF with it).
+	c.bufSize = maxValue + 1
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return err
 	}
@@ -70,7 +75,11 @@ func (c *child) runPhase() error {
 		c.res.BaselineRSS = m.RSS
 	}
 	start := c.snap()
-	eng, err := engine.Open(c.engine, engine.Config{Dir: c.dir, MemoryBudget: c.cfg.MemoryBudget, ExpectedKeys: expected})
+	eng, err := engine.Open(c.engine, engine.Config{
+		Dir: c.dir, MemoryBudget: c.cfg.MemoryBudget, ExpectedKeys: expected, DatasetBytes: dataset,
+		RocksDBL0Files: l0Files, BlobcacheWriteBuffer: c.cfg.BlobcacheBuffer, BlobcacheRead: c.cfg.BlobcacheRead,
+		BlobcacheVerify: c.cfg.BlobcacheVerify,
+	})
 	if err != nil {
 		return err
 	}
@@ -113,6 +122,9 @@ func (c *child) runPhase() error {
 		c.res.PeakRSS = m.PeakRSS
 	}
 	c.res.DiskUsed = diskUsed(c.dir)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		c.res.LoadAvg = strings.TrimSpace(string(b))
+	}
 	return err
 }
 

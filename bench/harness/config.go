@@ -2,8 +2,12 @@ package harness
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+
+	"github.com/seed57392e9e/blobcache/bench/engine"
+	"github.com/seed57392e9e/blobcache/bench/workload"
 )
 
 // Phases, in the order the driver runs them.
@@ -40,6 +44,24 @@ type Config struct {
 	CapGets  int   `json:"cap_gets"` // Gets per cold and hot window
 	CapHot   int   `json:"cap_hot"`  // keys in the hot set
 	Deadline int   `json:"deadline"` // seconds a child may run before the driver stops it (0: none)
+
+	// RocksDBL0Files sizes RocksDB's memtables in the mixed phase so that the phase's data makes
+	// about this many L0 files: seed 000's 455 by default, its ratio of data to memtable. 0: the
+	// budget split seven ways. The other phases always split the budget.
+	RocksDBL0Files int `json:"rocksdb_l0_files"`
+	// BlobcacheBuffer is blobcache-prod's WriteBufferSize in bytes (0: a seventh of the budget).
+	BlobcacheBuffer int64 `json:"blobcache_buffer"`
+	// BlobcacheRead is the BlobCache engines' read path: engine.ReadAt or engine.Reader.
+	BlobcacheRead string `json:"blobcache_read"`
+	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead.
+	BlobcacheVerify bool `json:"blobcache_verify,omitempty"`
+	// ProfileDir, if set, gets a CPU profile of every measured window of every child and a heap
+	// profile at its end (<engine>-<phase>-<rep>-<window>.cpu.pprof and .heap.pprof); loads and
+	// warm-ups are not profiled.
+	ProfileDir string `json:"profile_dir,omitempty"`
+	// ChildEnv is added to every child's environment (GOGC, GOMEMLIMIT...): process settings a
+	// service would set too, recorded so the report can say so.
+	ChildEnv []string `json:"child_env,omitempty"`
 }
 
 // DefaultConfig is sized for this project's machine (2 cores, 24 GiB, ~80 GB free disk) to
@@ -50,7 +72,8 @@ func DefaultConfig() Config {
 		MixedPreload: 2048, MixedOps: 40000, MixedValue: 1 << 20,
 		IOKeys: []int64{1 << 20, 3 << 20, 9 << 20}, IOValue: 1 << 10, IOGets: 20000, IOWarmup: 20000,
 		CapKeys: 5_000_000, CapMin: 100, CapMax: 500, CapGets: 10000, CapHot: 10000,
-		Deadline: 1800,
+		Deadline:       1800,
+		RocksDBL0Files: engine.SeedL0Files, BlobcacheBuffer: 16 << 20, BlobcacheRead: engine.ReadAt,
 	}
 }
 
@@ -83,6 +106,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: no dataset sizes")
 	case c.CapHot < 1:
 		return fmt.Errorf("harness: empty hot set")
+	case c.RocksDBL0Files < 0 || c.BlobcacheBuffer < 0:
+		return fmt.Errorf("harness: negative RocksDB L0 files or BlobCache buffer")
+	case c.BlobcacheRead != "" && c.BlobcacheRead != engine.ReadAt && c.BlobcacheRead != engine.Reader:
+		return fmt.Errorf("harness: BlobCache read path %q is neither %q nor %q", c.BlobcacheRead, engine.ReadAt, engine.Reader)
 	}
 	for i, n := range c.IOKeys {
 		if n < 1 || (i > 0 && n <= c.IOKeys[i-1]) {
@@ -114,4 +141,11 @@ func ParseSizes(s string) ([]int64, error) {
 		out = append(out, n*mult)
 	}
 	return out, nil
+}
+
+// MixedDatasetBytes is the value bytes the mixed phase has written at its end: the preload and
+// the window's expected share of Puts.
+func (c Config) MixedDatasetBytes() int64 {
+	puts := int64(math.Round(float64(c.MixedOps) * workload.SeedMix.Put / (workload.SeedMix.Put + workload.SeedMix.GetHit + workload.SeedMix.GetMiss)))
+	return (int64(c.MixedPreload) + puts) * int64(c.MixedValue)
 }

@@ -44,3 +44,28 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("zero goroutines accepted")
 	}
 }
+
+func TestMixedDatasetBytes(t *testing.T) {
+	c := DefaultConfig()
+	// 2048 preloaded and 10% of 40000 operations, 1 MiB each.
+	if got, want := c.MixedDatasetBytes(), int64(2048+4000)<<20; got != want {
+		t.Errorf("MixedDatasetBytes = %d, want %d", got, want)
+	}
+	c.MixedPreload, c.MixedOps, c.MixedValue = 0, 0, 1
+	if got := c.MixedDatasetBytes(); got != 0 {
+		t.Errorf("empty phase: %d", got)
+	}
+}
+
+func TestConfigValidateShape(t *testing.T) {
+	c := DefaultConfig()
+	c.BlobcacheRead = "mmap"
+	if c.Validate() == nil {
+		t.Error("unknown read path accepted")
+	}
+	c = DefaultConfig()
+	c.RocksDBL0Files = -1
+	if c.Validate() == nil {
+		t.Error("negative L0 file count accepted")
+	}
+}

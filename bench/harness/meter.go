@@ -3,6 +3,10 @@ package harness
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +23,12 @@ type snapshot struct {
 	io       procfs.IO
 	disk     procfs.Disk
 	counters map[string]int64
+	mem      runtime.MemStats
 }
 
 func (c *child) snap() snapshot {
 	s := snapshot{at: time.Now(), cpu: procfs.ReadCPU()}
+	runtime.ReadMemStats(&s.mem)
 	s.io, _ = procfs.ReadIO()
 	if c.device != "" {
 		s.disk, _ = procfs.ReadDisk(c.device)
@@ -42,6 +48,10 @@ func (w *Window) fill(a, b snapshot) {
 	w.Disk = b.disk.Sub(a.disk)
 	if m, err := procfs.ReadMemory(); err == nil {
 		w.RSS = m.RSS
+	}
+	w.Go = GoMemory{
+		Allocated: int64(b.mem.TotalAlloc - a.mem.TotalAlloc), GCs: int64(b.mem.NumGC - a.mem.NumGC),
+		HeapInuse: int64(b.mem.HeapInuse), HeapRetained: int64(b.mem.HeapSys - b.mem.HeapReleased), Sys: int64(b.mem.Sys),
 	}
 	if w.Seconds > 0 {
 		w.OpsPerSec = float64(w.Ops) / w.Seconds
@@ -85,6 +95,7 @@ func (c *child) run(name string, n int64, f opFunc) Window {
 	}
 	tallies := make([]tally, c.cfg.Goroutines)
 	stop := c.progress(name, n, &done)
+	stopProfile := c.profile(name)
 	a := c.snap()
 	var wg sync.WaitGroup
 	for w := range tallies {
@@ -127,6 +138,7 @@ func (c *child) run(name string, n int64, f opFunc) Window {
 	}
 	wg.Wait()
 	b := c.snap()
+	stopProfile()
 	stop()
 	var hs [3]*hist.Histogram
 	for i := range hs {
@@ -211,4 +223,34 @@ func (c *child) progress(name string, n int64, done *atomic.Int64) func() {
 		}
 	}()
 	return func() { close(quit); wg.Wait() }
+}
+
+// profile starts a CPU profile of window name if the run asks for profiles and the window is
+// measured (not a load or a warm-up); the returned function stops it and writes the heap
+// profile (allocations since the child started, and what is in use) next to it.
+func (c *child) profile(name string) func() {
+	if c.cfg.ProfileDir == "" || name == "preload" || strings.HasPrefix(name, "load") || strings.Contains(name, "warmup") {
+		return func() {}
+	}
+	clean := strings.NewReplacer("@", "-", "/", "-").Replace(name)
+	base := filepath.Join(c.cfg.ProfileDir, filepath.Base(c.dir)+"-"+clean)
+	f, err := os.Create(base + ".cpu.pprof")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s %s: cpu profile: %v\n", c.engine, name, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "%s %s: cpu profile: %v\n", c.engine, name, err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		runtime.GC() // the profile is as of the last collection: make that now
+		if h, err := os.Create(base + ".heap.pprof"); err == nil {
+			pprof.Lookup("allocs").WriteTo(h, 0)
+			h.Close()
+		}
+	}
 }

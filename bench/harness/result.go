@@ -28,6 +28,7 @@ type Window struct {
 	IO   procfs.IO   `json:"io"`   // this process
 	Disk procfs.Disk `json:"disk"` // the data device, every process
 	RSS  int64       `json:"rss"`  // resident at the end of the window
+	Go   GoMemory    `json:"go_memory"`
 
 	WriteMBps        float64 `json:"write_mb_per_sec"`      // MB (10^6) put per second
 	CPUSeconds       float64 `json:"cpu_seconds"`           // user + sys
@@ -37,6 +38,16 @@ type Window struct {
 	DevReadKiBPerGet float64 `json:"device_read_kib_per_get"`
 
 	Counters map[string]int64 `json:"engine_counters,omitempty"` // the engine's own counters, deltas over the window
+}
+
+// GoMemory is the Go runtime's view of the child's memory (runtime.MemStats): what the Go
+// engines allocate and keep; cgo memory (RocksDB's) is not in it.
+type GoMemory struct {
+	Allocated    int64 `json:"allocated"`     // bytes allocated during the window
+	GCs          int64 `json:"gcs"`           // garbage collections during the window
+	HeapInuse    int64 `json:"heap_inuse"`    // at the end of the window
+	HeapRetained int64 `json:"heap_retained"` // HeapSys - HeapReleased at the end: heap memory held from the OS
+	Sys          int64 `json:"sys"`           // everything the runtime holds from the OS
 }
 
 // PhaseResult is what a child reports for one engine and one phase.
@@ -61,6 +72,7 @@ type PhaseResult struct {
 	DeviceWriteAmp float64 `json:"device_write_amp"`
 
 	DropCaches string `json:"drop_caches"` // "yes", or why not
+	LoadAvg    string `json:"load_avg"`    // /proc/loadavg when the child finished: how busy the shared machine was
 	Device     string `json:"device"`
 	Error      string `json:"error,omitempty"`
 

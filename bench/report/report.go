@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/harness"
 	"github.com/seed57392e9e/blobcache/bench/hist"
 )
@@ -232,6 +233,28 @@ func mixedTable(b *strings.Builder, r *harness.Report) {
 			w.WriteMBps, w.CPUSeconds, mib(r.PeakRSS), r.WriteAmp, r.DeviceWriteAmp, size(r.DiskUsed))
 	}
 	errorsLine(b, gs)
+	// What the engines' own counters say about the shape of the run.
+	for _, g := range gs {
+		if g.median == nil {
+			continue
+		}
+		w := g.median.Window("mixed")
+		if w == nil {
+			continue
+		}
+		tc := g.median.Total.Counters
+		switch {
+		case g.engine == "rocksdb" || strings.HasPrefix(g.engine, "rocksdb"):
+			if l0, ok := tc["l0_files"]; ok {
+				fmt.Fprintf(b, "- %s: %d L0 files at the end of the mixed window (%s), block cache holding %s, bloom filters useful %d times in the window.\n",
+					g.engine, l0, runsOf(g, "l0_files"), mib(tc["block_cache_usage"]), w.Counters["bloom_useful"])
+			}
+		case strings.HasPrefix(g.engine, "blobcache"):
+			fmt.Fprintf(b, "- %s: Go heap in use %s at the end of the window, %s allocated in it (%.0f KiB per operation), %d GCs; Puts that waited for a write buffer: %d.\n",
+				g.engine, mib(w.Go.HeapInuse), size(w.Go.Allocated), float64(w.Go.Allocated)/1024/float64(max(w.Ops, 1)), w.Go.GCs, w.Counters["put_waits"])
+		}
+	}
+	b.WriteString("\n")
 	// Ratios against every other engine, for each blobcache variant.
 	var bcs, others []*group
 	for _, g := range gs {
@@ -259,6 +282,15 @@ func mixedTable(b *strings.Builder, r *harness.Report) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// runsOf lists a total counter over every run of the group, e.g. "runs: 455, 452, 460".
+func runsOf(g *group, counter string) string {
+	var vs []string
+	for _, r := range g.runs {
+		vs = append(vs, fmt.Sprint(r.Total.Counters[counter]))
+	}
+	return "runs: " + strings.Join(vs, ", ")
 }
 
 // ioRow is one dataset size of one engine in the I/Os per Get phase.
@@ -343,20 +375,52 @@ func capacityTable(b *strings.Builder, r *harness.Report) {
 	errorsLine(b, gs)
 }
 
-// Settings renders each engine's configuration, once per engine.
+// Settings renders each engine's configuration, once per engine, or once per set of phases
+// where an engine was configured differently in different phases.
 func Settings(r *harness.Report) string {
 	var b strings.Builder
-	seen := map[string]bool{}
+	type variant struct {
+		phases   []string
+		desc     string
+		settings []engine.Setting
+	}
+	var engines []string
+	byEngine := map[string][]*variant{}
 	for _, res := range r.Results {
-		if seen[res.Engine] || len(res.Settings) == 0 {
+		if len(res.Settings) == 0 {
 			continue
 		}
-		seen[res.Engine] = true
-		fmt.Fprintf(&b, "**%s**: %s\n\n", res.Engine, res.Description)
-		for _, s := range res.Settings {
-			fmt.Fprintf(&b, "- %s: %s\n", s.Name, s.Value)
+		vs, seen := byEngine[res.Engine]
+		if !seen {
+			engines = append(engines, res.Engine)
 		}
-		b.WriteString("\n")
+		var v *variant
+		for _, x := range vs {
+			if slices.Equal(x.settings, res.Settings) {
+				v = x
+			}
+		}
+		if v == nil {
+			v = &variant{desc: res.Description, settings: res.Settings}
+			byEngine[res.Engine] = append(vs, v)
+		}
+		if !slices.Contains(v.phases, res.Phase) {
+			v.phases = append(v.phases, res.Phase)
+		}
+	}
+	for _, e := range engines {
+		vs := byEngine[e]
+		for _, v := range vs {
+			label := e
+			if len(vs) > 1 {
+				label += " (" + strings.Join(v.phases, ", ") + ")"
+			}
+			fmt.Fprintf(&b, "**%s**: %s\n\n", label, v.desc)
+			for _, s := range v.settings {
+				fmt.Fprintf(&b, "- %s: %s\n", s.Name, s.Value)
+			}
+			b.WriteString("\n")
+		}
 	}
 	return b.String()
 }

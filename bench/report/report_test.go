@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/harness"
 	"github.com/seed57392e9e/blobcache/bench/hist"
 )
@@ -73,5 +74,37 @@ func TestDur(t *testing.T) {
 		if got := dur(us); got != want {
 			t.Errorf("dur(%v) = %q, want %q", us, got, want)
 		}
+	}
+}
+
+func TestSettingsPerPhase(t *testing.T) {
+	set := func(v string) []engine.Setting { return []engine.Setting{{Name: "write_buffer_size", Value: v}} }
+	r := &harness.Report{Results: []harness.PhaseResult{
+		{Engine: "rocksdb", Phase: harness.PhaseMixed, Settings: set("13 MiB")},
+		{Engine: "rocksdb", Phase: harness.PhaseIOPerGet, Settings: set("146 MiB")},
+		{Engine: "rocksdb", Phase: harness.PhaseCapacity, Settings: set("146 MiB")},
+		{Engine: "pebble", Phase: harness.PhaseMixed, Settings: set("256 MiB")},
+		{Engine: "pebble", Phase: harness.PhaseIOPerGet, Settings: set("256 MiB")},
+	}}
+	got := Settings(r)
+	for _, want := range []string{"**rocksdb (mixed)**", "- write_buffer_size: 13 MiB", "**rocksdb (iopg, capacity)**", "- write_buffer_size: 146 MiB", "**pebble**:"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("settings lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "**pebble") != 1 {
+		t.Errorf("pebble's settings, the same in every phase, shown more than once:\n%s", got)
+	}
+}
+
+func TestRocksDBL0Line(t *testing.T) {
+	r := &harness.Report{Engines: []string{"blobcache", "rocksdb"}, Phases: []string{harness.PhaseMixed}, Reps: 2, Config: harness.DefaultConfig()}
+	for i := range 2 {
+		res := mixedResult("rocksdb", i+1, float64(50+i))
+		res.Total.Counters = map[string]int64{"l0_files": int64(450 + i)}
+		r.Results = append(r.Results, mixedResult("blobcache", i+1, 100), res)
+	}
+	if md := Markdown(r); !strings.Contains(md, "- rocksdb: 451 L0 files at the end of the mixed window (runs: 450, 451)") {
+		t.Errorf("L0 line missing:\n%s", md)
 	}
 }

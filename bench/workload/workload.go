@@ -3,7 +3,8 @@
 // Everything is a pure function of an index and a seed, so a child process can regenerate the
 // key of blob i, its size and its bytes without sharing state with the process that wrote it.
 // Keys of the "present" space and the "absent" space never collide: a Get of an absent key is a
-// true miss in every engine.
+// true miss in every engine. The two spaces are interleaved in key order, so that a miss is not
+// outside the key range of the engines' files.
 package workload
 
 import (
@@ -14,7 +15,7 @@ import (
 // KeyLen is the length of every key, in bytes.
 const KeyLen = 17
 
-// Key spaces: the first byte of a key.
+// Key spaces: byte 8 of a key.
 const (
 	Present byte = 'p' // keys that are written
 	Absent  byte = 'a' // keys that are never written
@@ -32,11 +33,15 @@ func mix(x uint64) uint64 {
 }
 
 // Key writes the key of index i in space into buf (at least KeyLen bytes) and returns it.
-// The layout is space, mix(i) and i, big-endian: unique per (space, i), random in order.
+// The layout is mix(i), then space, then i, big-endian: unique per (space, i), random in
+// order, and the two spaces interleaved in key order. An absent key must sort among the present
+// ones, as a missing key does in production: were the spaces apart in key order (the space
+// byte first), an LSM engine would reject every miss by comparing it with each file's smallest
+// key, without probing a single filter.
 func Key(buf []byte, space byte, i uint64) []byte {
 	buf = buf[:KeyLen]
-	buf[0] = space
-	binary.BigEndian.PutUint64(buf[1:9], mix(i))
+	binary.BigEndian.PutUint64(buf[0:8], mix(i))
+	buf[8] = space
 	binary.BigEndian.PutUint64(buf[9:17], i)
 	return buf
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"github.com/seed57392e9e/blobcache/bench/engine"
@@ -48,6 +49,13 @@ func run(args []string) error {
 	drop := fs.Bool("drop-caches", d.DropCaches, "drop the page cache before cold windows (needs root)")
 	progress := fs.Bool("progress", d.Progress, "progress bars on standard error")
 	deadline := fs.Int("deadline", d.Deadline, "seconds a child may run before it is stopped (0: none)")
+
+	rocksL0 := fs.Int("rocksdb-l0-files", d.RocksDBL0Files, "mixed: size RocksDB's memtables so the phase's data makes about this many L0 files (seed 000: 455; 0: a seventh of the budget)")
+	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
+	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
+	bcVerify := fs.Bool("blobcache-verify", d.BlobcacheVerify, "blobcache-prod: VerifyOnRead (check every hit's CRC-32C, as RocksDB checks its blocks)")
+	profile := fs.String("profile", "", "directory for a CPU profile of every measured window of every child and a heap profile at its end (empty: none)")
+	childEnv := fs.String("child-env", "", "environment of the children, comma-separated NAME=VALUE (e.g. GOGC=50,GOMEMLIMIT=512MiB); recorded in the JSON")
 
 	mixedPreload := fs.Int("mixed-preload", d.MixedPreload, "mixed: blobs written before the measured window")
 	mixedOps := fs.Int("mixed-ops", d.MixedOps, "mixed: operations in the measured window")
@@ -104,6 +112,10 @@ func run(args []string) error {
 	apply("drop-caches", func() { cfg.DropCaches = *drop })
 	apply("progress", func() { cfg.Progress = *progress })
 	apply("deadline", func() { cfg.Deadline = *deadline })
+	apply("rocksdb-l0-files", func() { cfg.RocksDBL0Files = *rocksL0 })
+	apply("blobcache-buffer", func() { cfg.BlobcacheBuffer = *bcBuffer << 20 })
+	apply("blobcache-read", func() { cfg.BlobcacheRead = *bcRead })
+	apply("blobcache-verify", func() { cfg.BlobcacheVerify = *bcVerify })
 	apply("mixed-preload", func() { cfg.MixedPreload = *mixedPreload })
 	apply("mixed-ops", func() { cfg.MixedOps = *mixedOps })
 	apply("mixed-value", func() { cfg.MixedValue = *mixedValue })
@@ -122,12 +134,23 @@ func run(args []string) error {
 		}
 		cfg.IOKeys = ks
 	}
+	if *profile != "" {
+		abs, err := filepath.Abs(*profile)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return err
+		}
+		cfg.ProfileDir = abs
+	}
+	cfg.ChildEnv = split(*childEnv)
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	drv := &harness.Driver{
-		Exe: exe, Cfg: cfg, Engines: split(*engines), Phases: split(*phases), Reps: *reps,
+		Exe: exe, Cfg: cfg, Engines: split(*engines), Phases: split(*phases), Reps: *reps, ChildEnv: cfg.ChildEnv,
 		Log: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) },
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
