@@ -3,14 +3,25 @@ package bitset
 import (
 	"math/bits"
 	"sync/atomic"
-	"unsafe"
 )
 
-// BlockWords is the number of words in a block: 8 words, 512 bits, 64 bytes,
-// one cache line on the CPUs we target.
-const BlockWords = 8
+const (
+	// HugePageBytes is the size of an x86-64 transparent huge page. Sets of
+	// at least HugeMinBytes are sized in whole huge pages and start on a huge
+	// page boundary, so that the kernel can back them with huge pages: a
+	// random probe into a set of tens of MiB then misses the TLB far less
+	// often.
+	HugePageBytes = 2 << 20
 
-const lineBytes = BlockWords * 8
+	// HugeMinBytes is the smallest set sized in huge pages. Below it a set is
+	// exact (whole words): it spans few 4 KiB pages, so TLB misses are rare
+	// anyway, and rounding it up would multiply its memory. From it up, the
+	// rounding at most doubles the set (and a bloom filter uses the extra
+	// bits, so they lower its false-positive rate).
+	HugeMinBytes = 1 << 20
+
+	hugePageWords = HugePageBytes / 8
+)
 
 // Set is a fixed-size bitset of atomic words. The zero value is an empty set
 // of length 0; use New.
@@ -18,33 +29,28 @@ type Set struct {
 	words []atomic.Uint64
 }
 
-// New returns a set of at least nbits bits, all clear. The size is rounded up
-// to a whole number of 64-bit words.
-func New(nbits uint64) *Set {
-	n := nbits / 64
-	if nbits%64 != 0 {
-		n++
+// WordsFor returns the number of 64-bit words New(nbits) allocates: nbits
+// rounded up to whole words, and, if that is at least HugeMinBytes, up to
+// whole huge pages. The rule does not depend on the OS, so that a set's size,
+// and the file of a filter built on it, is the same everywhere.
+func WordsFor(nbits uint64) uint64 {
+	n := nbits/64 + min(nbits%64, 1)
+	if n*8 >= HugeMinBytes {
+		n = (n + hugePageWords - 1) / hugePageWords * hugePageWords
 	}
-	return &Set{words: alignedWords(int(n))}
+	return n
 }
 
-// alignedWords allocates n words starting on a 64-byte boundary, so that a
-// block of BlockWords words never straddles two cache lines. Go's allocator
-// happens to give this for most sizes today but does not promise it, so we
-// over-allocate by one line less a word and skip to the boundary. The heap
-// does not move objects, so the alignment holds for the life of the slice; if
-// it ever did not, only speed would suffer, never correctness.
-func alignedWords(n int) []atomic.Uint64 {
-	if n == 0 {
-		return nil
+// New returns a set of WordsFor(nbits) words, at least nbits bits, all clear.
+// On Linux a set of HugeMinBytes or more starts on a HugePageBytes boundary
+// and is advised to the kernel as huge-page memory (see allocHuge); its heap
+// allocation is up to one huge page larger than the set, for the alignment.
+func New(nbits uint64) *Set {
+	n := WordsFor(nbits)
+	if n*8 >= HugeMinBytes {
+		return &Set{words: allocHuge(int(n))}
 	}
-	buf := make([]atomic.Uint64, n+BlockWords-1)
-	mis := int(uintptr(unsafe.Pointer(&buf[0])) % lineBytes)
-	off := 0
-	if mis != 0 {
-		off = (lineBytes - mis) / 8
-	}
-	return buf[off : off+n : off+n]
+	return &Set{words: make([]atomic.Uint64, n)}
 }
 
 // Len returns the number of bits in the set: Words() * 64.
@@ -63,6 +69,12 @@ func (s *Set) Test(i uint64) bool {
 	return s.words[i/64].Load()&(1<<(i%64)) != 0
 }
 
+// Word returns word w, for a caller that loads it and then ORs into it
+// with one bounds check.
+func (s *Set) Word(w int) *atomic.Uint64 {
+	return &s.words[w]
+}
+
 // OrWord sets the bits of mask in word w with one atomic OR.
 func (s *Set) OrWord(w int, mask uint64) {
 	s.words[w].Or(mask)
@@ -78,14 +90,6 @@ func (s *Set) LoadWord(w int) uint64 {
 // rely on bits never turning off.
 func (s *Set) StoreWord(w int, v uint64) {
 	s.words[w].Store(v)
-}
-
-// Block returns block b, words BlockWords*b to BlockWords*b+7, as an array so
-// that indexing it with a value below BlockWords needs no bounds check. The
-// block is one 64-byte cache line. It panics if the block is not wholly
-// inside the set.
-func (s *Set) Block(b int) *[BlockWords]atomic.Uint64 {
-	return (*[BlockWords]atomic.Uint64)(s.words[b*BlockWords : b*BlockWords+BlockWords])
 }
 
 // Count returns the number of set bits (the population count of all words).

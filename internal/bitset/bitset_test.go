@@ -3,6 +3,7 @@ package bitset
 import (
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"unsafe"
@@ -32,14 +33,55 @@ func TestNewSize(t *testing.T) {
 	}
 }
 
-func TestAligned(t *testing.T) {
-	for n := uint64(1); n <= 4096; n = n*3 + 1 {
-		s := New(n * 64)
-		if p := uintptr(unsafe.Pointer(&s.words[0])); p%lineBytes != 0 {
-			t.Errorf("New(%d words): first word at %#x, not 64-byte aligned", n, p)
+func TestWordsFor(t *testing.T) {
+	const page = HugePageBytes / 8 // words per huge page
+	for _, tc := range []struct {
+		nbits uint64
+		want  uint64
+	}{
+		{0, 0},
+		{1, 1},
+		{64, 1},
+		{65, 2},
+		{HugeMinBytes*8 - 64, HugeMinBytes/8 - 1}, // one word short of 1 MiB: exact
+		{HugeMinBytes*8 - 63, page},               // 1 MiB: one huge page
+		{HugeMinBytes * 8, page},
+		{HugePageBytes * 8, page},
+		{HugePageBytes*8 + 1, 2 * page},
+		{96 << 23, 48 * page}, // 96 MiB
+		{1 << 36, 1 << 30},    // 8 GiB, whole pages already
+	} {
+		if got := WordsFor(tc.nbits); got != tc.want {
+			t.Errorf("WordsFor(%d) = %d, want %d", tc.nbits, got, tc.want)
 		}
+	}
+}
+
+// TestHugeAligned checks that sets of HugeMinBytes or more span whole huge
+// pages and, on Linux, start on a huge page boundary, and that smaller sets
+// are exact.
+func TestHugeAligned(t *testing.T) {
+	for _, nbits := range []uint64{HugeMinBytes*8 - 64, HugeMinBytes * 8, 3 * HugePageBytes * 8, 3*HugePageBytes*8 + 1} {
+		s := New(nbits)
+		start := uintptr(unsafe.Pointer(&s.words[0]))
+		huge := s.Words()*8 >= HugeMinBytes
 		if cap(s.words) != len(s.words) {
-			t.Errorf("New(%d words): cap %d != len %d, appends could overwrite the padding", n, cap(s.words), len(s.words))
+			t.Errorf("New(%d): cap %d != len %d, appends could overwrite the padding", nbits, cap(s.words), len(s.words))
+		}
+		if uint64(s.Words()) != WordsFor(nbits) {
+			t.Errorf("New(%d): %d words, WordsFor says %d", nbits, s.Words(), WordsFor(nbits))
+		}
+		if huge && (runtime.GOOS == "linux" && start%HugePageBytes != 0 || s.Words()*8%HugePageBytes != 0) {
+			t.Errorf("New(%d): %d bytes at %#x, not whole aligned huge pages", nbits, s.Words()*8, start)
+		}
+		if !huge && uint64(s.Words()) != (nbits+63)/64 {
+			t.Errorf("New(%d): %d words, want exactly %d", nbits, s.Words(), (nbits+63)/64)
+		}
+		// The whole range is usable.
+		s.Set(s.Len() - 1)
+		s.Set(0)
+		if s.Count() != 2 {
+			t.Errorf("New(%d): Count %d after setting the first and last bits", nbits, s.Count())
 		}
 	}
 }
@@ -113,25 +155,12 @@ func TestStoreWordClear(t *testing.T) {
 	}
 }
 
-func TestBlock(t *testing.T) {
-	s := New(3 * 512)
-	s.Set(512 + 64*5 + 7)
-	b := s.Block(1)
-	if got := b[5].Load(); got != 1<<7 {
-		t.Fatalf("Block(1)[5] = %#x, want %#x", got, uint64(1)<<7)
-	}
-	b[2].Or(1)
-	if !s.Test(512 + 64*2) {
-		t.Fatalf("a write through Block is not seen by Test")
-	}
-	mustPanic(t, "Block past the end", func() { s.Block(3) })
-}
-
 func TestOutOfRangePanics(t *testing.T) {
 	s := New(64)
 	mustPanic(t, "Set", func() { s.Set(64) })
 	mustPanic(t, "Test", func() { s.Test(64) })
 	mustPanic(t, "OrWord", func() { s.OrWord(1, 1) })
+	mustPanic(t, "Word", func() { s.Word(1) })
 	mustPanic(t, "LoadWord", func() { s.LoadWord(-1) })
 	mustPanic(t, "StoreWord", func() { s.StoreWord(1, 1) })
 }

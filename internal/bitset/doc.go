@@ -3,10 +3,15 @@
 // storage of the bloom filter (internal/bloom).
 //
 // Invariants:
-//   - The size is fixed by New, rounded up to whole 64-bit words; nothing
-//     grows or allocates after New.
-//   - The words start on a 64-byte boundary, so block b (words 8b..8b+7, see
-//     Block) is exactly one cache line.
+//   - The size is fixed by New, WordsFor(nbits) words: nbits rounded up to
+//     whole 64-bit words and, from HugeMinBytes (1 MiB) up, to whole 2 MiB
+//     huge pages. The rule is the same on every OS. Nothing grows or
+//     allocates after New.
+//   - On Linux, a set of HugeMinBytes or more starts on a 2 MiB boundary, so
+//     each of its huge pages is one page the kernel can back with a single
+//     TLB entry, and is advised with MADV_HUGEPAGE before first touch
+//     (bitset_linux.go); its heap allocation is up to 2 MiB larger than the
+//     set, for the alignment. Elsewhere it is allocated plainly.
 //   - Bits are only ever set, one atomic OR per word (never a
 //     compare-and-swap loop). Only StoreWord and Clear turn bits off.
 //

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/seed57392e9e/blobcache/internal/bitset"
 )
 
 // Stamp is an opaque watermark saved with the filter. The cache stores in it
@@ -14,30 +16,34 @@ import (
 // ids, sequence numbers); this package only writes and returns it.
 type Stamp [4]uint64
 
-// File format of bloom.dat, version 1, little-endian throughout:
+// File format of bloom.dat, version 2, little-endian throughout:
 //
 //	0                   8          12         16                  24
 //	+-------------------+----------+----------+-------------------+
-//	| magic "BCBLOOM\0" | version  | k        | nblocks           |
-//	|                   | uint32=1 | uint32   | uint64            |
+//	| magic "BCBLOOM\0" | version  | k        | nwords            |
+//	|                   | uint32=2 | uint32=5 | uint64            |
 //	+-------------------+----------+----------+-------------------+
 //	24                                                            56
 //	+-------------------------------------------------------------+
 //	| stamp: 4 x uint64                                           |
 //	+-------------------------------------------------------------+
-//	56                                      56+64*nblocks     +4
+//	56                                      56+8*nwords       +4
 //	+---------------------------------------+-----------------+
-//	| words: 8*nblocks x uint64             | crc32c          |
-//	| (block b is words 8b..8b+7)           | of bytes before |
+//	| words: nwords x uint64                | crc32c          |
+//	| (word i holds filter bits 64i..64i+63,| of bytes before |
+//	|  bit j of the word is 1<<j)           |                 |
 //	+---------------------------------------+-----------------+
 //
 // The file ends right after the checksum. Decode checks, in this order: the
-// magic, the version, that k is in [1, MaxK] and nblocks in [1, MaxBytes/64],
-// that the input is long enough (when its length can be known up front),
-// then the checksum, then that nothing follows it.
+// magic, the version (version 1, the 512-bit-block layout, is refused: its
+// bits mean nothing to this filter, and the cache rebuilds from its index),
+// that k is K, that nwords is in [1, MaxBytes/8] and a size New makes
+// (bitset.WordsFor(64*nwords) == nwords: whole huge pages from
+// bitset.HugeMinBytes up), that the input is long enough (when its length can
+// be known up front), then the checksum, then that nothing follows it.
 const (
 	magic      = "BCBLOOM\x00"
-	version    = 1
+	version    = 2
 	headerSize = 56
 	crcSize    = 4
 
@@ -61,8 +67,8 @@ func (f *Filter) WriteTo(w io.Writer, stamp Stamp) (int64, error) {
 	buf := make([]byte, 0, min(chunkSize, headerSize+f.Bytes()+crcSize))
 	buf = append(buf, magic...)
 	buf = binary.LittleEndian.AppendUint32(buf, version)
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(f.k))
-	buf = binary.LittleEndian.AppendUint64(buf, f.nblocks)
+	buf = binary.LittleEndian.AppendUint32(buf, K)
+	buf = binary.LittleEndian.AppendUint64(buf, f.Words())
 	for _, s := range stamp {
 		buf = binary.LittleEndian.AppendUint64(buf, s)
 	}
@@ -111,21 +117,29 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 	if string(hdr[:8]) != magic {
 		return nil, Stamp{}, fmt.Errorf("%w: bad magic %q at offset 0", ErrCorrupt, hdr[:8])
 	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != version {
+	switch v := binary.LittleEndian.Uint32(hdr[8:]); v {
+	case version:
+	case 1:
+		return nil, Stamp{}, fmt.Errorf("%w: unsupported version 1 at offset 8 (the 512-bit-block layout; this is version %d)",
+			ErrCorrupt, version)
+	default:
 		return nil, Stamp{}, fmt.Errorf("%w: unsupported version %d at offset 8", ErrCorrupt, v)
 	}
-	k := binary.LittleEndian.Uint32(hdr[12:])
-	if k < 1 || k > MaxK {
-		return nil, Stamp{}, fmt.Errorf("%w: k %d at offset 12 not in [1, %d]", ErrCorrupt, k, MaxK)
+	if k := binary.LittleEndian.Uint32(hdr[12:]); k != K {
+		return nil, Stamp{}, fmt.Errorf("%w: k %d at offset 12, want %d", ErrCorrupt, k, K)
 	}
-	nblocks := binary.LittleEndian.Uint64(hdr[16:])
-	if nblocks < 1 || nblocks > maxBlocks {
-		return nil, Stamp{}, fmt.Errorf("%w: nblocks %d at offset 16 not in [1, %d]", ErrCorrupt, nblocks, maxBlocks)
+	nwords := binary.LittleEndian.Uint64(hdr[16:])
+	if nwords < 1 || nwords > maxWords {
+		return nil, Stamp{}, fmt.Errorf("%w: nwords %d at offset 16 not in [1, %d]", ErrCorrupt, nwords, maxWords)
+	}
+	if want := bitset.WordsFor(nwords * 64); want != nwords {
+		return nil, Stamp{}, fmt.Errorf("%w: nwords %d at offset 16 is not a filter size (whole huge pages: %d)",
+			ErrCorrupt, nwords, want)
 	}
 	for i := range stamp {
 		stamp[i] = binary.LittleEndian.Uint64(hdr[24+8*i:])
 	}
-	rest := int64(nblocks)*blockBytes + crcSize
+	rest := int64(nwords)*8 + crcSize
 	fileSize := headerSize + rest
 
 	src := r
@@ -135,8 +149,8 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 	}
 	if known {
 		if remaining < rest {
-			return nil, Stamp{}, fmt.Errorf("%w: truncated: nblocks %d needs a %d-byte file, have %d bytes: %w",
-				ErrCorrupt, nblocks, fileSize, headerSize+remaining, io.ErrUnexpectedEOF)
+			return nil, Stamp{}, fmt.Errorf("%w: truncated: nwords %d needs a %d-byte file, have %d bytes: %w",
+				ErrCorrupt, nwords, fileSize, headerSize+remaining, io.ErrUnexpectedEOF)
 		}
 	} else if rest > chunkSize {
 		// The claimed size is not backed by anything yet: read the input in
@@ -154,7 +168,7 @@ func Decode(r io.Reader) (*Filter, Stamp, error) {
 		src = io.MultiReader(chunks...)
 	}
 
-	f := newFilter(nblocks, int(k))
+	f := newFilter(nwords)
 	crc := crc32.Update(0, castagnoli, hdr[:])
 	buf := make([]byte, min(chunkSize, rest))
 	off := int64(headerSize)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -45,9 +46,9 @@ func encode(t testing.TB, f *Filter, stamp Stamp) []byte {
 
 func sameFilter(t *testing.T, got, want *Filter) {
 	t.Helper()
-	if got.k != want.k || got.nblocks != want.nblocks || got.bits.Words() != want.bits.Words() {
-		t.Fatalf("decoded k %d, %d blocks, %d words; want k %d, %d blocks, %d words",
-			got.k, got.nblocks, got.bits.Words(), want.k, want.nblocks, want.bits.Words())
+	if got.Words() != want.Words() || got.bits.Words() != want.bits.Words() {
+		t.Fatalf("decoded %d words (set of %d); want %d (set of %d)",
+			got.Words(), got.bits.Words(), want.Words(), want.bits.Words())
 	}
 	for w := range want.bits.Words() {
 		if g, e := got.bits.LoadWord(w), want.bits.LoadWord(w); g != e {
@@ -69,6 +70,7 @@ func TestRoundTrip(t *testing.T) {
 		{1000, 10, 1000},
 		{100_000, 16, 100_000}, // ~200 KiB: past chunkSize, several chunks
 		{1000, 64, 500},
+		{1 << 20, 12, 10_000}, // one huge page (2 MiB)
 	} {
 		f, hs := filled(r, tc.sizedFor, tc.bitsPerKey, tc.keys)
 		stamp := Stamp{r.Uint64(), r.Uint64(), 0, ^uint64(0)}
@@ -113,7 +115,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// smallFile is a valid file of two blocks (188 bytes).
+// smallFile is a valid file of 16 words (188 bytes).
 func smallFile(t testing.TB) []byte {
 	f := New(100, 10)
 	r := rand.New(rand.NewPCG(7, 7))
@@ -133,7 +135,7 @@ func decodeBoth(data []byte) (known, unknown error) {
 // appends a byte to a small file: each must fail with ErrCorrupt.
 func TestCorruptionDetected(t *testing.T) {
 	data := smallFile(t)
-	if len(data) != headerSize+2*blockBytes+crcSize {
+	if len(data) != headerSize+16*8+crcSize {
 		t.Fatalf("small file is %d bytes", len(data))
 	}
 	check := func(what string, bad []byte) {
@@ -181,15 +183,21 @@ func TestDecodeCheckOrder(t *testing.T) {
 		edit []func([]byte)
 		want string
 	}{
-		{"magic before version", []func([]byte){func(b []byte) { b[0] = 'X' }, put32(8, 2)}, "bad magic"},
-		{"version before k", []func([]byte){put32(8, 2), put32(12, 0)}, "unsupported version 2"},
-		{"k zero", []func([]byte){put32(12, 0)}, "k 0"},
-		{"k too big", []func([]byte){put32(12, MaxK+1)}, "k 8 at offset 12"},
-		{"k before nblocks", []func([]byte){put32(12, 99), put64(16, 0)}, "k 99"},
-		{"nblocks zero", []func([]byte){put64(16, 0)}, "nblocks 0"},
-		{"nblocks too big", []func([]byte){put64(16, maxBlocks+1)}, "nblocks 134217729"},
-		{"nblocks past input", []func([]byte){put64(16, 3)}, "truncated"},
-		{"nblocks before checksum", []func([]byte){put64(16, 3), func(b []byte) { b[100] ^= 1 }}, "truncated"},
+		{"magic before version", []func([]byte){func(b []byte) { b[0] = 'X' }, put32(8, 3)}, "bad magic"},
+		{"version before k", []func([]byte){put32(8, 3), put32(12, 0)}, "unsupported version 3"},
+		{"version 1", []func([]byte){put32(8, 1)}, "unsupported version 1 at offset 8 (the 512-bit-block layout"},
+		{"version 0", []func([]byte){put32(8, 0)}, "unsupported version 0"},
+		{"k zero", []func([]byte){put32(12, 0)}, "k 0 at offset 12, want 5"},
+		{"k 6", []func([]byte){put32(12, 6)}, "k 6 at offset 12, want 5"},
+		{"k 4", []func([]byte){put32(12, 4)}, "k 4 at offset 12, want 5"},
+		{"k before nwords", []func([]byte){put32(12, 99), put64(16, 0)}, "k 99"},
+		{"nwords zero", []func([]byte){put64(16, 0)}, "nwords 0"},
+		{"nwords too big", []func([]byte){put64(16, maxWords+1)}, "nwords 1073741825 at offset 16 not in [1, 1073741824]"},
+		{"nwords not whole huge pages", []func([]byte){put64(16, 131_073)}, "nwords 131073 at offset 16 is not a filter size"},
+		{"nwords before length", []func([]byte){put64(16, 3*262_144+1)}, "not a filter size"},
+		{"nwords past input", []func([]byte){put64(16, 17)}, "truncated"},
+		{"nwords huge pages past input", []func([]byte){put64(16, 262_144)}, "truncated"},
+		{"nwords before checksum", []func([]byte){put64(16, 17), func(b []byte) { b[100] ^= 1 }}, "truncated"},
 		{"checksum", []func([]byte){func(b []byte) { b[100] ^= 1 }}, "checksum at offset 184: stored"},
 		{"stamp is checksummed", []func([]byte){put64(24, 5)}, "checksum"},
 	} {
@@ -210,8 +218,8 @@ func TestDecodeCheckOrder(t *testing.T) {
 // by little data, fails without allocating anywhere near that size.
 func TestDecodeHugeClaim(t *testing.T) {
 	data := smallFile(t)
-	binary.LittleEndian.PutUint64(data[16:], maxBlocks) // claims 8 GiB
-	data = append(data, make([]byte, 1<<20)...)         // but 1 MiB follows
+	binary.LittleEndian.PutUint64(data[16:], maxWords) // claims 8 GiB
+	data = append(data, make([]byte, 1<<20)...)        // but 1 MiB follows
 	for name, r := range map[string]io.Reader{
 		"bytes":      bytes.NewReader(data),
 		"unknownLen": hideLen{bytes.NewReader(data)},
@@ -305,15 +313,22 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite the FuzzDecode see
 func seedInputs(t testing.TB) map[string][]byte {
 	good := smallFile(t)
 	flip := func(i int) []byte { b := bytes.Clone(good); b[i] ^= 0x10; return b }
+	version1 := bytes.Clone(good) // as the 512-bit-block filter wrote it: 2 blocks, k 6
+	binary.LittleEndian.PutUint32(version1[8:], 1)
+	binary.LittleEndian.PutUint32(version1[12:], 6)
+	binary.LittleEndian.PutUint64(version1[16:], 2)
+	binary.LittleEndian.PutUint32(version1[len(version1)-4:],
+		crc32.Checksum(version1[:len(version1)-4], castagnoli))
 	return map[string][]byte{
 		"valid":           good,
-		"valid-1block":    encode(t, New(1, 10), Stamp{}),
+		"valid-1word":     encode(t, New(1, 10), Stamp{}),
+		"version-1":       version1,
 		"truncated-hdr":   good[:20],
 		"truncated-words": good[:100],
 		"truncated-crc":   good[:len(good)-1],
 		"flip-version":    flip(8),
 		"flip-k":          flip(12),
-		"flip-nblocks":    flip(16),
+		"flip-nwords":     flip(16),
 		"flip-word":       flip(120),
 		"flip-crc":        flip(len(good) - 1),
 		"empty":           {},

@@ -1,0 +1,73 @@
+package bitset
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestHugePageAdvice checks that a huge set's memory is advised as huge-page
+// memory: its mapping carries the "hg" flag (VM_HUGEPAGE) in
+// /proc/self/smaps. Whether the kernel then backs it with huge pages depends
+// on its settings and on free memory, so AnonHugePages is only logged.
+func TestHugePageAdvice(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		t.Skipf("no transparent huge pages: %v", err)
+	}
+	s := New(8 * HugePageBytes * 8) // 16 MiB
+	for i := range s.Words() {
+		s.OrWord(i, 1) // touch every page
+	}
+	start := uintptr(unsafe.Pointer(&s.words[0]))
+	flags, anonHuge, err := smapsEntry(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("THP %s; mapping at %#x: VmFlags %s; AnonHugePages %s", strings.TrimSpace(string(mode)), start, flags, anonHuge)
+	if !strings.Contains(" "+flags+" ", " hg ") {
+		t.Errorf("mapping of the set lacks the hg flag: VmFlags %q", flags)
+	}
+}
+
+// smapsEntry returns the VmFlags and AnonHugePages lines of the mapping of
+// /proc/self/smaps that contains addr.
+func smapsEntry(addr uintptr) (flags, anonHuge string, err error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 { // a mapping's first line
+			if in {
+				break
+			}
+			in = lo <= addr && addr < hi
+			continue
+		}
+		if !in {
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "VmFlags:"); ok {
+			flags = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
+			anonHuge = strings.TrimSpace(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", err
+	}
+	if flags == "" {
+		return "", "", fmt.Errorf("no mapping of /proc/self/smaps holds %#x", addr)
+	}
+	return flags, anonHuge, nil
+}
