@@ -72,10 +72,11 @@ type Options struct {
 	// Index selects the index implementation. Default IndexHashTable.
 	Index IndexKind
 
-	// WriteBufferSize is the size of one write batch (default 64 MiB). Puts fill a batch in
+	// WriteBufferSize is the size of one write batch (default 16 MiB). Puts fill a batch in
 	// memory; a full batch is written to the active segment with one vectored write. Memory held
 	// by unflushed writes is bounded by WriteBufferSize*(MaxInflightBatches+1); Put blocks when it
-	// is reached.
+	// is reached. A record larger than a batch skips the buffer and is written before Put returns
+	// (in the one-file-per-blob mode a record must fit in a batch).
 	WriteBufferSize int64
 
 	// MaxInflightBatches is the number of batches being written at once, each by its own flush
@@ -90,8 +91,8 @@ type Options struct {
 	// rebuilt larger in the background when the cache outgrows it.
 	ExpectedBlobs int64
 
-	// BloomBitsPerKey is the bloom filter's size per expected blob (default 10, about 1% false
-	// positives).
+	// BloomBitsPerKey is the bloom filter's size per expected blob (default 12: about 1.04%
+	// false positives at the designed load, each key in one 64-bit word; see internal/bloom).
 	BloomBitsPerKey int
 
 	// BloomMaxFPR is the estimated false-positive rate past which the background worker rebuilds
@@ -108,11 +109,11 @@ type Options struct {
 // Defaults.
 const (
 	DefaultSegmentSize        = 256 << 20
-	DefaultWriteBufferSize    = 64 << 20
+	DefaultWriteBufferSize    = 16 << 20
 	DefaultMaxInflightBatches = 4
 	DefaultFlushInterval      = 100 * time.Millisecond
 	DefaultExpectedBlobs      = 1 << 20
-	DefaultBloomBitsPerKey    = 10
+	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
 	maxSegmentSize            = segment.MaxSize
 )
