@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -262,10 +264,25 @@ func (c *Cache) UnsafePutChecksummed(key, value []byte, checksum uint32) error {
 }
 
 // MaxValueSize is the largest value the cache accepts for a key of length keyLen: a record must
-// fit in one write buffer.
+// fit in one segment, with its footer entry, the trailer and (with DirectIO) its padding. A
+// record larger than a write buffer is not buffered: Put and PutFrom write it straight into its
+// segment (see stream.go). In the one-file-per-blob mode a record must fit in one write buffer.
 func (c *Cache) MaxValueSize(keyLen int) int64 {
-	n := c.opts.WriteBufferSize - record.HeaderSize - int64(keyLen)
+	if c.opts.PerBlobFiles {
+		return min(c.opts.WriteBufferSize-record.HeaderSize-int64(keyLen), 1<<31)
+	}
+	n := c.opts.SegmentSize - segment.HeaderSize - record.EntrySize - record.TrailerSize -
+		record.HeaderSize - int64(keyLen)
+	if c.opts.DirectIOWrites {
+		n -= vfs.DirectIOAlignment + record.HeaderSize // the most padded adds
+	}
 	return min(n, 1<<31)
+}
+
+// buffered reports whether a record of n bytes goes through a write buffer; a larger one is
+// written straight into its segment.
+func (c *Cache) buffered(n int64) bool {
+	return c.opts.PerBlobFiles || n <= c.opts.WriteBufferSize
 }
 
 func (c *Cache) checkKey(key []byte) error {
@@ -302,6 +319,10 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 		}
 		sum = own
 		flags |= record.FlagHasChecksum
+	}
+	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value))) {
+		// Too large for a write buffer: written straight from value, before Put returns.
+		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)))
 	}
 	hdr := record.Header{
 		Kind:     record.KindPut,

@@ -236,9 +236,18 @@ func TestBadInput(t *testing.T) {
 	if err := c.Put(make([]byte, MaxKeyLen+1), []byte("v")); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("long key: %v", err)
 	}
-	if err := c.Put([]byte("k"), make([]byte, 64<<10)); !errors.Is(err, ErrValueTooLarge) {
-		t.Fatalf("big value: %v", err)
+	if err := c.Put([]byte("k"), make([]byte, c.MaxValueSize(1)+1)); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("value past the limit: %v", err)
 	}
+	if err := c.Put([]byte("k"), make([]byte, 2<<20)); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("value larger than a segment: %v", err)
+	}
+	// Larger than a write buffer (64 KiB here) but not than a segment: written straight.
+	big := value("big", 0, 300<<10)
+	if err := c.Put([]byte("big"), big); err != nil {
+		t.Fatalf("value larger than a write buffer: %v", err)
+	}
+	expect(t, c, "big", big)
 	if err := c.PutChecksummed([]byte("k"), []byte("v"), 1234); !errors.Is(err, ErrChecksumMismatch) {
 		t.Fatalf("bad checksum: %v", err)
 	}

@@ -221,7 +221,7 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := New(c, Config{MaxValueSize: 2 << 20}); err == nil {
+	if _, err := New(c, Config{MaxValueSize: 4 << 20}); err == nil { // past a 4 MiB segment
 		t.Error("a value limit past the cache's was accepted")
 	}
 	if _, err := New(c, Config{MaxValueSize: 512 << 10, MaxInflightBytes: 4096}); err == nil {
