@@ -63,7 +63,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key file (PEM)")
 	fl.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof on the HTTP port")
 	fl.IntVar(&cfg.MaxKeyLen, "max-key-size", blobcache.MaxKeyLen, "longest HTTP key in bytes (memcached keys: 250)")
-	fl.Var(&maxValue, "max-value-size", "largest value (default: what the write buffer holds)")
+	fl.Var(&maxValue, "max-value-size", "largest value (default: what one segment holds)")
 	fl.Var(&maxInflight, "max-inflight-bytes", "memory for values between the network and the cache (default 256M); past it writes get 503")
 	fl.DurationVar(&cfg.AdmitTimeout, "admit-timeout", time.Second, "how long a write waits for value memory before 503")
 	fl.Var(&maxHeader, "max-header-size", "largest HTTP request header")
