@@ -111,20 +111,30 @@ func (c *conn) writeRet(f *metaFlags, keyTok []byte, info *store.Info) {
 	}
 }
 
-// metaGet answers "mg <key> <flags>*".
-func (c *conn) metaGet(toks [][]byte) (string, error) {
+// metaKeyLine parses "<cmd> <key> <flags>*" for a command without a data block, with the
+// flags in allowed. On a bad line it answers the client error itself and returns false.
+func (c *conn) metaKeyLine(toks [][]byte, allowed string) (metaFlags, []byte, bool) {
 	if len(toks) < 2 || len(toks) > maxTokens {
 		c.clientError("bad command line format")
-		return "error", nil
+		return metaFlags{}, nil, false
 	}
-	f, err := parseMetaFlags(toks[2:], "bcfkOqstv")
+	f, err := parseMetaFlags(toks[2:], allowed)
 	if err != nil {
 		c.clientError(err.Error())
-		return "error", nil
+		return metaFlags{}, nil, false
 	}
 	key, err := decodeKey(toks[1], f.b)
 	if err != nil {
 		c.clientError(err.Error())
+		return metaFlags{}, nil, false
+	}
+	return f, key, true
+}
+
+// metaGet answers "mg <key> <flags>*".
+func (c *conn) metaGet(toks [][]byte) (string, error) {
+	f, key, ok := c.metaKeyLine(toks, "bcfkOqstv")
+	if !ok {
 		return "error", nil
 	}
 	c.s.stats.cmdGet.Add(1)
@@ -235,18 +245,8 @@ func containsFlag(toks [][]byte, flag byte) bool {
 
 // metaDelete answers "md <key> <flags>*".
 func (c *conn) metaDelete(toks [][]byte) (string, error) {
-	if len(toks) < 2 || len(toks) > maxTokens {
-		c.clientError("bad command line format")
-		return "error", nil
-	}
-	f, err := parseMetaFlags(toks[2:], "bkOq")
-	if err != nil {
-		c.clientError(err.Error())
-		return "error", nil
-	}
-	key, err := decodeKey(toks[1], f.b)
-	if err != nil {
-		c.clientError(err.Error())
+	f, key, ok := c.metaKeyLine(toks, "bkOq")
+	if !ok {
 		return "error", nil
 	}
 	existed, err := c.s.st.Remove(key)
