@@ -26,14 +26,18 @@ import (
 //  2. Fill (no lock held): the key and value are written a chunk at a time behind the pad's
 //     header; the first chunk, which holds the header, is written last, once the value's CRC is
 //     known, and turns the pad into the record. A crash before that leaves the pad.
-//  3. Publish (through the ordered pipeline): a job carrying the record's footer entry is
-//     committed after every batch cut before it, which puts it in the index.
+//  3. Publish: if an older record of the key was in an unflushed batch at the reservation, a
+//     job carrying the record's footer entry is committed after every batch cut before it,
+//     which puts it in the index, and PutFrom waits for it. Otherwise nothing older can reach
+//     the index later, so the record goes into the index at once and only its footer entry
+//     waits for the pipeline: PutFrom does not wait behind unrelated batches.
 //
 // Ordering. Offsets still follow placement order, which is what recovery replays. In memory, a
 // Put or Delete of the same key placed after the reservation is newer than the stream: it marks
 // the stream superseded, and a superseded stream is not published (its record, older on disk
-// too, is garbage). The publish job commits after every batch cut before it, so nothing older
-// can overwrite it in the index either. Footer entries are sorted by offset when the segment is
+// too, is garbage). An ordered stream enters the index only after every batch cut before it has
+// committed, and an unordered one had no older record of its key in flight, so nothing older can
+// overwrite it in the index either. Footer entries are sorted by offset when the segment is
 // sealed, since a publish commits after batches placed behind it.
 //
 // Sealing. A segment with a stream still filling cannot be sealed (its footer would miss the
@@ -88,6 +92,10 @@ type stream struct {
 	base       int64 // offset of the record in seg
 	length     int64 // reserved bytes: the record and, with DirectIO, its pad
 	superseded bool
+	// ordered says an older record of the key was in an unflushed batch at the reservation:
+	// the stream then goes into the index only after that batch commits, through the
+	// pipeline. Otherwise endStream puts it in the index at once.
+	ordered bool
 }
 
 // PutFrom stores under key the next size bytes read from r. Values up to StreamThreshold are
@@ -163,11 +171,11 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64) error {
 	if err == nil {
 		c.bloomAdd(h)
 	}
-	seq, err := c.w.endStream(s, entry, err)
+	wait, err := c.w.endStream(s, entry, err)
 	if err != nil {
 		return err
 	}
-	c.w.waitCommitted(seq)
+	c.w.waitCommitted(wait)
 	c.stats.puts.Add(1)
 	return nil
 }
@@ -340,6 +348,7 @@ func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
 		}
 	}
 	w.supersede(h, key)
+	_, ordered := w.lookup(h, key, false)
 	footer := int64(record.EntrySize)
 	if w.active == nil || w.active == w.poisoned ||
 		w.activeEnd+length+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
@@ -347,7 +356,7 @@ func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
 			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 		}
 	}
-	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, length: length}
+	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, length: length, ordered: ordered}
 	// The pad that covers the range until the record replaces it. Written under mu, before any
 	// later batch is placed, so no later batch can be on disk without it; a later batch's sync
 	// (with Fsync) makes it durable too.
@@ -384,9 +393,14 @@ func (w *writer) supersede(h uint64, key []byte) {
 }
 
 // endStream ends stream s, which fillErr says whether it was written. A written stream that no
-// newer record superseded is queued for publication; endStream returns the seq to wait for. A
-// stream that failed to write poisons its segment (a torn range must not be scanned through).
-func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (seq uint64, err error) {
+// newer record superseded is published: into the index at once unless it is ordered, and its
+// footer entry through the pipeline. endStream returns the seq to wait for (0: none). A stream
+// that failed to write poisons its segment (a torn range must not be scanned through).
+//
+// Why at once is safe: no older record of the key is in an unflushed batch (so no commit can put
+// an older location in the index after this one), and any record of the key placed since the
+// reservation superseded the stream. mu orders this with the appends that supersede.
+func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (wait uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.streamWG.Done()
@@ -407,8 +421,14 @@ func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (seq uint64
 	}
 	if fillErr == nil && !s.superseded {
 		w.nextSeq++
-		seq = w.nextSeq
-		w.toWrite <- &flushJob{seq: seq, seg: seg, stream: &e, length: s.length}
+		job := &flushJob{seq: w.nextSeq, seg: seg, stream: &e, length: s.length}
+		if s.ordered {
+			wait = job.seq
+		} else {
+			w.c.indexStream(e, seg.id)
+			job.indexed = true
+		}
+		w.toWrite <- job
 	}
 	if seg.streams == 0 && seg.sealDeferred {
 		seg.sealDeferred = false
@@ -418,23 +438,31 @@ func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (seq uint64
 	if fillErr != nil {
 		return 0, fillErr
 	}
-	return seq, nil
+	return wait, nil
 }
 
-// commitStream publishes a streamed record: its footer entry and its index entry. The commit
-// goroutine calls it in seq order.
+// commitStream publishes a streamed record: its footer entry and, unless endStream did it
+// already, its index entry. The commit goroutine calls it in seq order.
 func (c *Cache) commitStream(j *flushJob) {
 	e := *j.stream
 	j.seg.footer = append(j.seg.footer, e)
-	loc := index.Loc{Segment: j.seg.id, Offset: e.Offset, Length: e.Length}
+	if !j.indexed {
+		c.indexStream(e, j.seg.id)
+	}
+	c.stats.flushedBytes.Add(uint64(j.length))
+	c.stats.flushes.Add(1)
+}
+
+// indexStream puts a streamed record in the index (segment seg) and frees the record it
+// replaces.
+func (c *Cache) indexStream(e record.Entry, seg uint32) {
+	loc := index.Loc{Segment: seg, Offset: e.Offset, Length: e.Length}
 	if old, ok := c.idx.Put(e.Hash, loc); ok {
-		c.freeRecord(old, j.seg.id)
+		c.freeRecord(old, seg)
 	}
 	// Again, now that the index has it: a rebuild that read the index before this Put (and the
 	// write buffer, where a streamed record never is) published its filter before this load of
 	// bloomNext, so the hash reaches it (see rebuildBloom). The add before publication covers
 	// the moment between idx.Put and this one.
 	c.bloomAdd(e.Hash)
-	c.stats.flushedBytes.Add(uint64(j.length))
-	c.stats.flushes.Add(1)
 }

@@ -39,9 +39,11 @@ type flushJob struct {
 	seal   bool // seal seg (no batch)
 	// seqBase is the seq of the batch's first record in per-blob mode.
 	seqBase uint64
-	// stream is the footer entry of a streamed record to publish (no batch); see stream.go.
-	stream *record.Entry
-	err    error
+	// stream is the footer entry of a streamed record to publish (no batch); indexed says
+	// endStream already put it in the index. See stream.go.
+	stream  *record.Entry
+	indexed bool
+	err     error
 }
 
 type writer struct {
