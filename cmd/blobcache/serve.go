@@ -76,7 +76,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time allowed to requests in progress at shutdown")
 	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it (default unlimited)")
 	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
-	fl.Var(&wbufSize, "write-buffer-size", "write batch size, which also bounds a value (default 64M)")
+	fl.Var(&wbufSize, "write-buffer-size", "write batch size (default 16M); larger values skip the batch")
 	fl.BoolVar(&cfg.Cache.Fsync, "fsync", false, "sync every batch: a write is durable once the next flush returns")
 	fl.BoolVar(&cfg.Cache.DirectIOWrites, "direct-io", false, "write batches with O_DIRECT")
 	fl.BoolVar(&noVerify, "no-verify", false, "do not check value checksums on reads (headers are always checked)")
