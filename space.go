@@ -182,8 +182,15 @@ func (c *Cache) freeRecord(loc index.Loc, by uint32) {
 // re-checks the index after its read and retries (see Cache.stillAt), so no reader ever returns
 // punched-out bytes.
 func (c *Cache) reclaim() {
+	// The ranges are taken under reclaimMu and punched after it is released: punching can take
+	// a while (hundreds of holes after a seal), and freeRecord, which the writer calls with its
+	// lock held, needs reclaimMu.
+	type work struct {
+		s     *segHandle
+		ready []freedRange
+	}
+	var todo []work
 	c.reclaimMu.Lock()
-	defer c.reclaimMu.Unlock()
 	for s := range c.toReclaim {
 		if s.refs.Load() == 0 {
 			delete(c.toReclaim, s) // evicted: the file is gone anyway
@@ -208,7 +215,13 @@ func (c *Cache) reclaim() {
 		if len(wait) == 0 {
 			delete(c.toReclaim, s)
 		}
-		c.punch(s, ready)
+		if len(ready) > 0 {
+			todo = append(todo, work{s, ready})
+		}
+	}
+	c.reclaimMu.Unlock()
+	for _, w := range todo {
+		c.punch(w.s, w.ready)
 	}
 }
 
@@ -226,17 +239,26 @@ func (c *Cache) durable(id uint32) bool {
 // punch punches out freed ranges of s and takes them off the space counters, unless s was
 // evicted meanwhile (its space was then counted off whole).
 func (c *Cache) punch(s *segHandle, punches []freedRange) {
-	c.segs.mu.Lock()
-	defer c.segs.mu.Unlock()
-	if c.segs.table.Load().get(s.id) != s {
-		return
-	}
+	// segs.mu is held per hole, not across them all: rotation takes it to publish a new
+	// segment, with the writer's lock held. A segment evicted in between is left alone (its
+	// space went with it); one evicted after a punch counts the punch as done.
+	live := func() bool { return c.segs.table.Load().get(s.id) == s }
 	for _, p := range punches {
+		c.segs.mu.Lock()
+		ok := live()
+		c.segs.mu.Unlock()
+		if !ok {
+			return
+		}
 		if err := s.f.PunchHole(p.off, p.n); err != nil {
 			return // unsupported or failing: the space comes back on eviction
 		}
-		s.disk.Add(-p.n)
-		c.diskBytes.Add(-p.n)
+		c.segs.mu.Lock()
+		if live() {
+			s.disk.Add(-p.n)
+			c.diskBytes.Add(-p.n)
+		}
+		c.segs.mu.Unlock()
 		c.stats.punchedBytes.Add(uint64(p.n))
 	}
 }
