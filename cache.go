@@ -305,6 +305,15 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 	if max := c.MaxValueSize(len(key)); int64(len(value)) > max {
 		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(value), max)
 	}
+	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value))) {
+		// Too large for a write buffer: written straight from value before Put returns, its
+		// checksums computed on the way.
+		var want *uint32
+		if hasSum {
+			want = &sum
+		}
+		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)), want)
+	}
 	vcrc := record.CRC(value)
 	var flags uint8
 	if hasSum || c.opts.Checksum {
@@ -319,10 +328,6 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 		}
 		sum = own
 		flags |= record.FlagHasChecksum
-	}
-	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value))) {
-		// Too large for a write buffer: written straight from value, before Put returns.
-		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)))
 	}
 	hdr := record.Header{
 		Kind:     record.KindPut,

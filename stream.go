@@ -124,7 +124,7 @@ func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
 	if size <= int64(c.chunkSize()) || c.opts.PerBlobFiles {
 		return c.putFromBuffered(key, r, size)
 	}
-	return c.putFromStream(key, r, size)
+	return c.putFromStream(key, r, size, nil)
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64) error {
@@ -152,7 +152,10 @@ func readValue(r io.Reader, b []byte) error {
 	return nil
 }
 
-func (c *Cache) putFromStream(key []byte, r io.Reader, size int64) error {
+// putFromStream streams a record of size bytes from r (see the top of this file). want, if not
+// nil, is the caller's checksum of the value (PutChecksummed): a value that does not match it is
+// abandoned with ErrChecksumMismatch.
+func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32) error {
 	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: time.Now().UnixNano()}
 	n := hdr.Len()
 	length := n
@@ -167,7 +170,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64) error {
 	if err != nil {
 		return err
 	}
-	entry, err := c.fillStream(s, &hdr, key, r, n)
+	entry, err := c.fillStream(s, &hdr, key, r, n, want)
 	if err == nil {
 		c.bloomAdd(h)
 	}
@@ -197,7 +200,7 @@ func padded(n int64) int64 {
 // fillStream writes the record of the reservation s: key and value behind the header, then a
 // pad filling the rest of the range, then the first chunk with the header. It returns the
 // record's footer entry.
-func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64) (record.Entry, error) {
+func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64, want *uint32) (record.Entry, error) {
 	first, spare := c.getChunk(), c.getChunk()
 	defer c.putChunk(first)
 	defer c.putChunk(spare)
@@ -205,8 +208,9 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	cw.used = record.HeaderSize // the header goes in last
 	cw.emit(key)
 	var crc uint32
+	checksummed := c.opts.Checksum || want != nil
 	var own hash.Hash32
-	if c.opts.Checksum && c.opts.ChecksumHash != nil {
+	if checksummed && c.opts.ChecksumHash != nil {
 		own = c.opts.ChecksumHash()
 	}
 	for left := int64(hdr.ValueLen); left > 0 && cw.err == nil; {
@@ -236,11 +240,15 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 		return record.Entry{}, cw.err
 	}
 	hdr.ValueCRC = crc
-	if c.opts.Checksum {
+	if checksummed {
 		hdr.Flags |= record.FlagHasChecksum
 		hdr.Sum = crc
 		if own != nil {
 			hdr.Sum = own.Sum32()
+		}
+		if want != nil && *want != hdr.Sum {
+			// The range stays a pad: nothing of the value is stored.
+			return record.Entry{}, fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, *want, hdr.Sum)
 		}
 	}
 	hdr.Encode(cw.first[:record.HeaderSize+len(key)], key)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
 )
 
@@ -476,4 +477,27 @@ func reopenClean(t *testing.T, c *Cache, dir string, opts ...Option) *Cache {
 	c = open(t, dir, opts...)
 	noErrors(t, c)
 	return c
+}
+
+// TestPutLargerThanBuffer: a Put larger than a write buffer is written straight into its
+// segment, with its checksums computed once, on the way; PutChecksummed with a wrong checksum
+// stores nothing.
+func TestPutLargerThanBuffer(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, streamOpts(WithChecksum(), WithVerifyOnRead(true))...)
+	v := value("big", 0, 5<<20) // the write buffer is 4 MiB
+	if err := c.PutChecksummed([]byte("big"), v, record.CRC(v)+1); !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("wrong checksum: %v", err)
+	}
+	expect(t, c, "big", nil)
+	if err := c.PutChecksummed([]byte("big"), v, record.CRC(v)); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, "big", v)
+	if info, err := c.Stat([]byte("big")); err != nil || !info.HasChecksum || info.Checksum != record.CRC(v) {
+		t.Fatalf("Stat: %+v, %v", info, err)
+	}
+	c = reopenClean(t, c, dir, streamOpts(WithChecksum(), WithVerifyOnRead(true))...)
+	defer c.Close()
+	expect(t, c, "big", v)
 }
