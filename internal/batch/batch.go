@@ -16,6 +16,8 @@ const chunkSize = 1 << 20
 type Entry struct {
 	record.Entry        // Offset is relative to the start of the batch
 	ValueLen     uint32 // length of the value
+	Sum          uint32 // the record header's Sum and CTime, so a lookup need not decode it
+	CTime        int64
 }
 
 // Batch is one write buffer. See the package documentation for the rules.
@@ -91,6 +93,8 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 			Flags:  hdr.Flags,
 		},
 		ValueLen: uint32(len(value)),
+		Sum:      hdr.Sum,
+		CTime:    hdr.CTime,
 	})
 	b.pending[h] = int32(len(b.entries) - 1)
 	b.mu.Unlock()
@@ -188,54 +192,64 @@ type Value struct {
 func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	i, ok := b.pending[h]
+	e, ok := b.find(h, key)
 	if !ok {
 		return Value{}, false
 	}
-	e := b.entries[i]
-	var hdrBuf [record.HeaderSize + record.MaxKeyLen]byte
-	hk := hdrBuf[:record.HeaderSize+int(e.Length-e.ValueLen-record.HeaderSize)]
-	b.copyAt(hk, int64(e.Offset))
-	hdr, k, err := record.Decode(hk)
-	if err != nil || string(k) != string(key) {
-		return Value{}, false // another key with the same hash: not ours
-	}
-	v = Value{Kind: hdr.Kind, Flags: hdr.Flags, Sum: hdr.Sum, CTime: hdr.CTime, Length: int64(e.ValueLen)}
+	v = e.value()
 	if withValue && e.ValueLen > 0 {
 		v.Value = make([]byte, e.ValueLen)
-		b.copyAt(v.Value, int64(e.Offset)+int64(len(hk)))
+		b.copyAt(v.Value, e.valueOff(0))
 	}
 	return v, true
 }
 
 // ReadValue finds the newest record of key in the batch, like Lookup, and copies the bytes
 // [off, off+len(p)) of its value into p instead of into a new slice; n is how many there were
-// (fewer than len(p) when the value ends first). It does not allocate. v has no Sum or CTime.
+// (fewer than len(p) when the value ends first). It does not allocate.
 func (b *Batch) ReadValue(h uint64, key, p []byte, off int64) (v Value, n int, found bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	i, ok := b.pending[h]
+	e, ok := b.find(h, key)
 	if !ok {
 		return Value{}, 0, false
 	}
-	e := b.entries[i]
-	// The key only, compared in place: record.Decode would move the buffer to the heap. The
-	// batch wrote these bytes itself; kind and flags are in the entry.
-	klen := int(e.Length-e.ValueLen) - record.HeaderSize
-	if klen != len(key) {
-		return Value{}, 0, false
-	}
-	var kb [record.MaxKeyLen]byte
-	b.copyAt(kb[:klen], int64(e.Offset)+record.HeaderSize)
-	if string(kb[:klen]) != string(key) {
-		return Value{}, 0, false // another key with the same hash: not ours
-	}
-	v = Value{Kind: e.Kind, Flags: e.Flags, Length: int64(e.ValueLen)}
 	if off < int64(e.ValueLen) {
 		n = int(min(int64(len(p)), int64(e.ValueLen)-off))
-		b.copyAt(p[:n], int64(e.Offset)+record.HeaderSize+int64(klen)+off)
+		b.copyAt(p[:n], e.valueOff(off))
 	}
-	return v, n, true
+	return e.value(), n, true
+}
+
+// find returns the newest entry of key (hash h). The key is compared in place, in a stack
+// buffer: decoding the header with record.Decode would move the buffer to the heap, and the
+// entry holds what the header says. The caller holds b.mu.
+func (b *Batch) find(h uint64, key []byte) (Entry, bool) {
+	i, ok := b.pending[h]
+	if !ok {
+		return Entry{}, false
+	}
+	e := b.entries[i]
+	if e.keyLen() != len(key) {
+		return Entry{}, false
+	}
+	var kb [record.MaxKeyLen]byte
+	b.copyAt(kb[:len(key)], int64(e.Offset)+record.HeaderSize)
+	if string(kb[:len(key)]) != string(key) {
+		return Entry{}, false // another key with the same hash: not ours
+	}
+	return e, true
+}
+
+func (e *Entry) keyLen() int { return int(e.Length-e.ValueLen) - record.HeaderSize }
+
+// valueOff is the stream offset of byte off of the entry's value.
+func (e *Entry) valueOff(off int64) int64 {
+	return int64(e.Offset) + record.HeaderSize + int64(e.keyLen()) + off
+}
+
+func (e *Entry) value() Value {
+	return Value{Kind: e.Kind, Flags: e.Flags, Sum: e.Sum, CTime: e.CTime, Length: int64(e.ValueLen)}
 }
 
 // copyAt copies len(dst) bytes of the stream starting at off. The caller holds b.mu.
