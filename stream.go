@@ -347,16 +347,21 @@ func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
 		return nil, ErrClosed
 	}
 	w.writeForgotten()
-	// An older record of the key still in the open batch must be placed before this one.
-	if w.open != nil {
-		if _, ok := w.open.Lookup(h, key, false); ok {
-			if err := w.cut(); err != nil {
-				return nil, err
+	// An older record of the key in an unflushed batch makes the stream ordered (see
+	// endStream); if that batch is the open one, it is cut, so the older record is placed first.
+	ordered := false
+	for _, b := range *w.live.Load() {
+		if _, ok := b.Lookup(h, key, false); ok {
+			ordered = true
+			if b == w.open {
+				if err := w.cut(); err != nil {
+					return nil, err
+				}
 			}
+			break
 		}
 	}
 	w.supersede(h, key)
-	_, ordered := w.lookup(h, key, false)
 	footer := int64(record.EntrySize)
 	if w.active == nil || w.active == w.poisoned ||
 		w.activeEnd+length+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
