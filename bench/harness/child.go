@@ -104,12 +104,7 @@ func (c *child) runPhase() error {
 	total := Window{Name: "total"}
 	for _, w := range c.res.Windows {
 		total.Ops += w.Ops
-		total.Puts += w.Puts
-		total.Gets += w.Gets
-		total.BytesPut += w.BytesPut
-		total.BytesGot += w.BytesGot
-		total.Unexpected += w.Unexpected
-		total.Errors += w.Errors
+		total.Add(w.Counts)
 	}
 	total.fill(start, end)
 	total.Counters = counters

@@ -88,10 +88,9 @@ func (c *child) run(name string, n int64, f opFunc) Window {
 	win := Window{Name: name, Latency: map[string]hist.Summary{}}
 	var next, done atomic.Int64
 	type tally struct {
-		h                  [3]*hist.Histogram
-		puts, gets, bp, bg int64
-		unexpected, errs   int64
-		firstErr           error
+		h        [3]*hist.Histogram
+		n        Counts
+		firstErr error
 	}
 	tallies := make([]tally, c.cfg.Goroutines)
 	stop := c.progress(name, n, &done)
@@ -118,20 +117,20 @@ func (c *child) run(name string, n int64, f opFunc) Window {
 				t.h[r.op].Record(time.Since(start))
 				done.Add(1)
 				if r.op == workload.OpPut {
-					t.puts++
+					t.n.Puts++
 				} else {
-					t.gets++
+					t.n.Gets++
 				}
-				t.bp += r.put
-				t.bg += r.got
+				t.n.BytesPut += r.put
+				t.n.BytesGot += r.got
 				if r.unexpected {
-					t.unexpected++
+					t.n.Unexpected++
 				}
 				if r.err != nil {
-					if t.errs == 0 {
+					if t.n.Errors == 0 {
 						t.firstErr = r.err
 					}
-					t.errs++
+					t.n.Errors++
 				}
 			}
 		}()
@@ -148,14 +147,9 @@ func (c *child) run(name string, n int64, f opFunc) Window {
 		for i := range hs {
 			hs[i].Merge(t.h[i])
 		}
-		win.Puts += t.puts
-		win.Gets += t.gets
-		win.BytesPut += t.bp
-		win.BytesGot += t.bg
-		win.Unexpected += t.unexpected
-		win.Errors += t.errs
+		win.Add(t.n)
 		if t.firstErr != nil {
-			fmt.Fprintf(os.Stderr, "%s %s %s: %d errors, first: %v\n", c.engine, c.phase, name, t.errs, t.firstErr)
+			fmt.Fprintf(os.Stderr, "%s %s %s: %d errors, first: %v\n", c.engine, c.phase, name, t.n.Errors, t.firstErr)
 		}
 	}
 	for i, h := range hs {

@@ -7,6 +7,26 @@ import (
 )
 
 // Window is one measured stretch of a phase.
+// Counts are the operations of a window, or of one goroutine's share of it.
+type Counts struct {
+	Puts       int64 `json:"puts"`
+	Gets       int64 `json:"gets"`
+	BytesPut   int64 `json:"bytes_put"`
+	BytesGot   int64 `json:"bytes_got"`
+	Unexpected int64 `json:"unexpected"` // a present key missing, an absent key found, a wrong length
+	Errors     int64 `json:"errors"`
+}
+
+// Add adds o to c.
+func (c *Counts) Add(o Counts) {
+	c.Puts += o.Puts
+	c.Gets += o.Gets
+	c.BytesPut += o.BytesPut
+	c.BytesGot += o.BytesGot
+	c.Unexpected += o.Unexpected
+	c.Errors += o.Errors
+}
+
 type Window struct {
 	Name         string                  `json:"name"`          // load, mixed, get-hit, get-miss, cold-get, hot-get...
 	DatasetKeys  int64                   `json:"dataset_keys"`  // keys in the engine during the window
@@ -17,12 +37,7 @@ type Window struct {
 	OpsPerSec    float64                 `json:"ops_per_sec"`
 	Latency      map[string]hist.Summary `json:"latency"` // by operation: put, get-hit, get-miss
 
-	Puts       int64 `json:"puts"`
-	Gets       int64 `json:"gets"`
-	BytesPut   int64 `json:"bytes_put"`
-	BytesGot   int64 `json:"bytes_got"`
-	Unexpected int64 `json:"unexpected"` // a present key missing, an absent key found, a wrong length
-	Errors     int64 `json:"errors"`
+	Counts // flattened into the JSON
 
 	CPU  procfs.CPU  `json:"cpu"`
 	IO   procfs.IO   `json:"io"`   // this process
