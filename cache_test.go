@@ -77,6 +77,8 @@ func TestPutGetSizes(t *testing.T) {
 		small(),
 		small(WithSkipmapIndex()),
 		small(WithDirectIOWrites()),
+		small(WithDirectIOReads()),
+		small(WithDirectIOWrites(), WithDirectIOReads(), WithChecksum(), WithVerifyOnRead(true)),
 		small(WithChecksum(), WithVerifyOnRead(true)),
 		small(WithPerBlobFiles()),
 	} {
@@ -101,31 +103,42 @@ func TestPutGetSizes(t *testing.T) {
 }
 
 func TestLargeBlobStreams(t *testing.T) {
-	dir := t.TempDir()
-	opts := []Option{WithWriteBufferSize(8 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
-	c := open(t, dir, opts...)
-	big := value("big", 0, 3<<20+123)
-	if err := c.Put([]byte("big"), big); err != nil {
-		t.Fatal(err)
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := []Option{WithWriteBufferSize(8 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
+			if direct {
+				opts = append(opts, WithDirectIOReads())
+			}
+			c := open(t, dir, opts...)
+			big := value("big", 0, 3<<20+123)
+			if err := c.Put([]byte("big"), big); err != nil {
+				t.Fatal(err)
+			}
+			c.Drain()
+			expect(t, c, "big", big)
+			r, ok := c.GetRange([]byte("big"), 1<<20+7, 1<<20)
+			if !ok {
+				t.Fatal("GetRange: miss")
+			}
+			got, err := io.ReadAll(r)
+			if err != nil || !bytes.Equal(got, big[1<<20+7:2<<20+7]) {
+				t.Fatalf("GetRange: %d bytes, err %v", len(got), err)
+			}
+			r2, _ := c.Get([]byte("big"))
+			if err := iotest.TestReader(r2, big); err != nil {
+				t.Fatal(err)
+			}
+			p := make([]byte, 5000)
+			if n, err := c.ReadAt([]byte("big"), p, 2<<20+1); n != len(p) || err != nil || !bytes.Equal(p, big[2<<20+1:2<<20+1+5000]) {
+				t.Fatalf("ReadAt inside: %d, %v", n, err)
+			}
+			c.Close()
+			c = open(t, dir, opts...)
+			defer c.Close()
+			expect(t, c, "big", big)
+		})
 	}
-	c.Drain()
-	expect(t, c, "big", big)
-	r, ok := c.GetRange([]byte("big"), 1<<20+7, 1<<20)
-	if !ok {
-		t.Fatal("GetRange: miss")
-	}
-	got, err := io.ReadAll(r)
-	if err != nil || !bytes.Equal(got, big[1<<20+7:2<<20+7]) {
-		t.Fatalf("GetRange: %d bytes, err %v", len(got), err)
-	}
-	r2, _ := c.Get([]byte("big"))
-	if err := iotest.TestReader(r2, big); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	c = open(t, dir, opts...)
-	defer c.Close()
-	expect(t, c, "big", big)
 }
 
 func TestReaderContract(t *testing.T) {

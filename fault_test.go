@@ -158,11 +158,22 @@ func TestWriteFaults(t *testing.T) {
 // TestReadFaults: an I/O error or a short read under a Get, a ReadAt or a stream is an error
 // from the reader (counted), never bytes; a bit flipped on the way from the disk is a miss (in a
 // header or key) or ErrChecksumMismatch (in a value, with VerifyOnRead). When the fault is
-// gone the same keys read back exactly.
+// gone the same keys read back exactly. It runs with reads through the page cache and with
+// DirectIOReads.
 func TestReadFaults(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testReadFaults(t, direct) })
+	}
+}
+
+func testReadFaults(t *testing.T, direct bool) {
 	fs := faultyFS(t)
 	dir := t.TempDir()
-	c := open(t, dir, withFS(fs), WithWriteBufferSize(4<<20), WithSegmentSize(16<<20), WithVerifyOnRead(true))
+	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
+	if direct {
+		opts = append(opts, WithDirectIOReads())
+	}
+	c := open(t, dir, opts...)
 	defer c.Close()
 	vals := putKeys(t, c, "k", 20, 0, 3000)
 	big := value("big", 0, 3<<20) // streamed: read in pieces after the first read

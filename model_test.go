@@ -32,14 +32,18 @@ func TestModel(t *testing.T) {
 	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	dir := t.TempDir()
+	// Variants that evict come last, from firstEvicting on.
 	variants := [][]Option{
 		small(),
 		small(WithSkipmapIndex()),
 		small(WithDirectIOWrites(), WithChecksum(), WithVerifyOnRead(true)),
 		small(WithPerBlobFiles()),
+		small(WithDirectIOWrites(), WithDirectIOReads(), WithChecksum(), WithVerifyOnRead(true)),
 		small(WithMaxSize(4 << 20)),                   // evicts: a hit must still be right
 		small(WithPerBlobFiles(), WithMaxSize(1<<20)), // likewise, blob by blob
+		small(WithDirectIOReads(), WithMaxSize(4<<20)),
 	}
+	const firstEvicting = 5
 	v := rng.IntN(len(variants))
 	if *modelVariant >= 0 {
 		v = *modelVariant
@@ -52,7 +56,7 @@ func TestModel(t *testing.T) {
 	model := map[string][]byte{}
 	// With eviction the cache may forget: a Get may miss, but a hit must be the last value put
 	// and a deleted key must stay deleted.
-	evicts := v >= 4
+	evicts := v >= firstEvicting
 	check := func(k string) {
 		t.Helper()
 		if !evicts || model[k] == nil {

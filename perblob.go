@@ -63,7 +63,7 @@ func (c *Cache) openBlobFile(h uint64, loc index.Loc) *segHandle {
 	if err != nil {
 		return nil
 	}
-	s := &segHandle{f: f}
+	s := &segHandle{f: f, rd: f}
 	s.refs.Store(1)
 	return s
 }

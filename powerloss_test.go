@@ -56,6 +56,9 @@ func powerLoss(t *testing.T, fsync, verify bool) {
 		if cycle%4 == 3 {
 			o = append(o, WithDirectIOWrites())
 		}
+		if cycle%4 >= 2 {
+			o = append(o, WithDirectIOReads())
+		}
 		return o
 	}
 	c := open(t, dir, optsFor(0)...)

@@ -13,6 +13,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
 // smallRecord is the largest record read whole with one positioned read when a reader is
@@ -86,8 +87,20 @@ func (r *Reader) Read(p []byte) (int, error) {
 		n = copy(p, r.val)
 		r.val = r.val[n:]
 	} else if r.remain > 0 {
-		want := int(min(int64(len(p)), r.remain))
-		m, err := r.ref.s.f.ReadAt(p[:want], r.off)
+		// Read straight into p; but with direct reads a small p would cost a device read each,
+		// so then a chunk is read into the reader's buffer and p is served from there.
+		dst := p
+		if _, direct := r.ref.s.rd.(*vfs.DirectReader); direct && len(p) < streamChunk {
+			if r.buf == nil || cap(*r.buf) < streamChunk {
+				if r.buf != nil {
+					putBuf(r.buf)
+				}
+				r.buf = getBuf(streamChunk)
+			}
+			dst = (*r.buf)[:streamChunk]
+		}
+		want := int(min(int64(len(dst)), r.remain))
+		m, err := r.ref.s.rd.ReadAt(dst[:want], r.off)
 		if err == nil && !r.c.stillAt(r.h, r.loc) {
 			err = fmt.Errorf("%w: blob was replaced while being read", ErrNotFound)
 		}
@@ -101,6 +114,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 		n = m
 		r.off += int64(m)
 		r.remain -= int64(m)
+		if &dst[0] != &p[0] {
+			n = copy(p, dst[:m])
+			r.val = dst[n:m]
+		}
 	}
 	if r.verify {
 		r.crc = record.UpdateCRC(r.crc, p[:n])
@@ -359,7 +376,7 @@ func (c *Cache) openRecord(s *segHandle, recOff int64, h uint64, key []byte, loc
 	}
 	buf := getBuf(int(first))
 	b := *buf
-	if _, err := s.f.ReadAt(b, recOff); err != nil {
+	if _, err := s.rd.ReadAt(b, recOff); err != nil {
 		s.unref()
 		putBuf(buf)
 		if !c.stillAt(h, loc) {
@@ -512,10 +529,10 @@ func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64)
 	var err error
 	if off == 0 {
 		sc.iov[0], sc.iov[1] = sc.hk[:hk], want
-		_, err = s.f.ReadvAt(sc.iov[:], recOff)
+		_, err = s.rd.ReadvAt(sc.iov[:], recOff)
 	} else {
-		if _, err = s.f.ReadAt(sc.hk[:hk], recOff); err == nil && len(want) > 0 {
-			_, err = s.f.ReadAt(want, recOff+int64(hk)+off)
+		if _, err = s.rd.ReadAt(sc.hk[:hk], recOff); err == nil && len(want) > 0 {
+			_, err = s.rd.ReadAt(want, recOff+int64(hk)+off)
 		}
 	}
 	if !c.stillAt(h, loc) {
@@ -611,7 +628,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		}
 		sc := scratchPool.Get().(*readScratch)
 		hk := sc.hk[:record.HeaderSize+len(key)]
-		_, err := s.f.ReadAt(hk, recOff)
+		_, err := s.rd.ReadAt(hk, recOff)
 		s.unref()
 		if !c.stillAt(h, loc) {
 			scratchPool.Put(sc)

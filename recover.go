@@ -167,6 +167,10 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
 		return nil, nil, nil
 	}
 	s := &segHandle{id: id, f: f, dataEnd: dataEnd}
+	if err := c.openReads(s); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
 	s.refs.Store(1)
 	s.sealing.Store(true)
 	s.sealed.Store(true)

@@ -1,6 +1,9 @@
 package blobcache
 
 import (
+	"fmt"
+	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -16,8 +19,11 @@ import (
 // after the segment was evicted (and its file removed), so an evicted segment's space is freed
 // as soon as its last reader is done.
 type segHandle struct {
-	id   uint32
-	f    vfs.File
+	id uint32
+	f  vfs.File
+	// rd is what blob reads go through: f, or with DirectIOReads an O_DIRECT reader of the same
+	// file, closed with f.
+	rd   blobFile
 	refs atomic.Int64
 
 	// active is the writer of an unsealed segment; nil once sealed or for segments recovered on
@@ -61,6 +67,21 @@ type freedRange struct {
 	by     uint32
 }
 
+// openReads sets what s's blob reads go through: s.f, or with DirectIOReads an O_DIRECT
+// descriptor of the same file.
+func (c *Cache) openReads(s *segHandle) error {
+	s.rd = s.f
+	if !c.opts.DirectIOReads {
+		return nil
+	}
+	d, err := c.opts.fs.OpenDirect(s.f.Name(), os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("blobcache: open %s for direct reads: %w", s.f.Name(), err)
+	}
+	s.rd = vfs.NewDirectReader(d)
+	return nil
+}
+
 // tryRef takes a reader reference; false if the segment is being closed.
 func (s *segHandle) tryRef() bool {
 	for {
@@ -74,9 +95,18 @@ func (s *segHandle) tryRef() bool {
 	}
 }
 
-// unref drops a reference, closing the descriptor after the last one.
+// blobFile is the part of a file that blob reads use.
+type blobFile interface {
+	io.ReaderAt
+	ReadvAt(bufs [][]byte, off int64) (int, error)
+}
+
+// unref drops a reference, closing the descriptors after the last one.
 func (s *segHandle) unref() {
 	if s.refs.Add(-1) == 0 {
+		if d, ok := s.rd.(*vfs.DirectReader); ok {
+			_ = d.Close()
+		}
 		if s.active != nil {
 			_ = s.active.Close()
 		} else {

@@ -52,6 +52,7 @@ type tortureConfig struct {
 	PerBlob      bool
 	Fsync        bool
 	Direct       bool
+	DirectReads  bool
 	Verify       bool
 	SkipList     bool
 	Evict        bool // run with a MaxSize the data outgrows
@@ -72,6 +73,9 @@ func (tc tortureConfig) options(writer bool) []Option {
 	}
 	if tc.Direct && !tc.PerBlob {
 		opts = append(opts, WithDirectIOWrites())
+	}
+	if tc.DirectReads && !tc.PerBlob {
+		opts = append(opts, WithDirectIOReads())
 	}
 	if tc.SkipList {
 		opts = append(opts, WithSkipmapIndex())
@@ -284,6 +288,7 @@ func runTorture(t *testing.T, perBlob bool) {
 			PerBlob:      perBlob,
 			Fsync:        rng.IntN(2) == 0,
 			Direct:       rng.IntN(4) == 0,
+			DirectReads:  rng.IntN(4) == 0,
 			Verify:       rng.IntN(2) == 0,
 			SkipList:     rng.IntN(4) == 0,
 			Evict:        cycle%3 == 2,

@@ -263,6 +263,11 @@ func (w *writer) rotate() error {
 		return err
 	}
 	s := &segHandle{id: id, f: a.File(), active: a}
+	if err := c.openReads(s); err != nil {
+		_ = a.Close()
+		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
+		return err
+	}
 	s.refs.Store(1)
 	s.disk.Store(c.opts.SegmentSize)
 	c.diskBytes.Add(c.opts.SegmentSize)
