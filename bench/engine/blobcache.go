@@ -11,6 +11,7 @@ import (
 func init() {
 	register("blobcache", "BlobCache with default options (Start for the background worker)", openBlobcache)
 	register("blobcache-prod", "BlobCache with seed 000's production settings, write buffers sized for the disk, not the budget", openBlobcacheProd)
+	register("blobcache-direct", "blobcache-prod reading with O_DIRECT too (DirectIOReads): no page cache on either path", openBlobcacheDirect)
 }
 
 type blobcacheEngine struct {
@@ -50,7 +51,14 @@ func blobcacheWriteBuffer(budget, asked int64) int64 {
 // for production", 6 in-flight batches). The seed's 1 GiB write buffer times 7 is 7 GiB, past
 // any budget here; the buffer is what Config.BlobcacheWriteBuffer asks (the driver's default is
 // what keeps the disk busy with DirectIO writes, see BENCHMARKS.md) or a seventh of the budget.
-func openBlobcacheProd(cfg Config) (Engine, error) {
+func openBlobcacheProd(cfg Config) (Engine, error) { return openProd(cfg, false) }
+
+// openBlobcacheDirect is blobcache-prod with DirectIOReads: hits bypass the page cache as the
+// writes do, so each costs a device read and no kernel page-cache work (the production shape for
+// a cache much larger than RAM).
+func openBlobcacheDirect(cfg Config) (Engine, error) { return openProd(cfg, true) }
+
+func openProd(cfg Config, directReads bool) (Engine, error) {
 	wb := blobcacheWriteBuffer(cfg.MemoryBudget, cfg.BlobcacheWriteBuffer)
 	why := "a seventh of the budget"
 	if cfg.BlobcacheWriteBuffer > 0 {
@@ -69,6 +77,9 @@ func openBlobcacheProd(cfg Config) (Engine, error) {
 		blobcache.WithDirectIOWrites(),
 		blobcache.WithExpectedBlobs(exp),
 	}
+	if directReads {
+		opts = append(opts, blobcache.WithDirectIOReads())
+	}
 	verify := "false (the seed's production setting; RocksDB checks every block it reads)"
 	if cfg.BlobcacheVerify {
 		opts = append(opts, blobcache.WithVerifyOnRead(true))
@@ -78,6 +89,7 @@ func openBlobcacheProd(cfg Config) (Engine, error) {
 		{"SegmentSize", mib(2 << 30)},
 		{"WriteBufferSize x (MaxInflightBatches+1)", fmt.Sprintf("%s x %d, %s (seed: 1 GiB x 7)", mib(wb), prodInflight+1, why)},
 		{"DirectIOWrites", "true"},
+		{"DirectIOReads", fmt.Sprint(directReads)},
 		{"VerifyOnRead", verify},
 		{"ExpectedBlobs", fmt.Sprintf("%d (the most keys the phase writes)", exp)},
 		{"BloomBitsPerKey", fmt.Sprint(blobcache.DefaultBloomBitsPerKey)},

@@ -51,9 +51,9 @@ func run(args []string) error {
 	deadline := fs.Int("deadline", d.Deadline, "seconds a child may run before it is stopped (0: none)")
 
 	rocksL0 := fs.Int("rocksdb-l0-files", d.RocksDBL0Files, "mixed: size RocksDB's memtables so the phase's data makes about this many L0 files (seed 000: 455; 0: a seventh of the budget)")
-	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
+	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's (and blobcache-direct's) WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
-	bcVerify := fs.Bool("blobcache-verify", d.BlobcacheVerify, "blobcache-prod: VerifyOnRead (check every hit's CRC-32C, as RocksDB checks its blocks)")
+	bcVerify := fs.Bool("blobcache-verify", d.BlobcacheVerify, "blobcache-prod, blobcache-direct: VerifyOnRead (check every hit's CRC-32C, as RocksDB checks its blocks)")
 	profile := fs.String("profile", "", "directory for a CPU profile of every measured window of every child and a heap profile at its end (empty: none)")
 	childEnv := fs.String("child-env", "", "environment of the children, comma-separated NAME=VALUE (e.g. GOGC=50,GOMEMLIMIT=512MiB); recorded in the JSON")
 
