@@ -374,8 +374,14 @@ func (c *Cache) openRecord(s *segHandle, recOff int64, h uint64, key []byte, loc
 			first = hk + min(end, streamChunk)
 		}
 	}
-	buf := getBuf(int(first))
-	b := *buf
+	// With direct reads, start b as far past an aligned address as the record is past an
+	// aligned offset, so the device writes the aligned middle in place (see vfs.DirectReader).
+	skew := 0
+	if _, direct := s.rd.(*vfs.DirectReader); direct && first >= 2*vfs.DirectIOAlignment {
+		skew = int(recOff % vfs.DirectIOAlignment)
+	}
+	buf := getBuf(int(first) + skew)
+	b := (*buf)[skew:]
 	if _, err := s.rd.ReadAt(b, recOff); err != nil {
 		s.unref()
 		putBuf(buf)

@@ -69,9 +69,12 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 	if b.sealed {
 		panic("batch: Append after Seal")
 	}
-	off := b.size
 	n := record.HeaderSize + len(key)
 	b.mu.Lock()
+	if pad := b.alignPad(n, len(value)); pad > 0 {
+		record.EncodePad(b.reserve(pad))
+	}
+	off := b.size
 	hk := b.reserve(n)
 	hdr.Encode(hk, key)
 	copy(hk[record.HeaderSize:], key)
@@ -98,6 +101,35 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 	})
 	b.pending[h] = int32(len(b.entries) - 1)
 	b.mu.Unlock()
+}
+
+// AlignedValueMin is the smallest value that a direct-mode batch places at a multiple of
+// vfs.DirectIOAlignment in its stream (and so in the segment: direct batches are written at
+// aligned offsets), after a pad record, when the pad fits: a direct read then lands the value in
+// an aligned buffer with no copy. The pad costs at most 4 KiB + 32 bytes, under 3.2% of such a
+// value.
+const AlignedValueMin = 128 << 10
+
+// alignPad is the length of the pad record that puts a value of vlen bytes, after hk bytes of
+// header and key, at an aligned stream offset; 0 for none (not direct mode, a smaller value,
+// already aligned, or no room).
+func (b *Batch) alignPad(hk, vlen int) int {
+	const a = vfs.DirectIOAlignment
+	if !b.direct || vlen < AlignedValueMin {
+		return 0
+	}
+	rem := (b.size + int64(hk)) % a
+	if rem == 0 {
+		return 0
+	}
+	pad := a - rem
+	if pad < record.HeaderSize {
+		pad += a
+	}
+	if b.size+pad+int64(hk+vlen) > b.limit {
+		return 0
+	}
+	return int(pad)
 }
 
 // room is the free space of the current chunk, after moving to a new chunk if it is full.

@@ -113,3 +113,58 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestAlignedValues: in direct mode a value of AlignedValueMin bytes or more starts at an
+// aligned stream offset, behind a pad record that the stream's records account for exactly;
+// smaller values, and values whose pad would not fit, are not padded; outside direct mode
+// nothing is.
+func TestAlignedValues(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) {
+			const limit = 2 << 20
+			b := New(limit, direct)
+			sizes := []int{100, AlignedValueMin, 7, AlignedValueMin - 1, 300 << 10, 1, 200 << 10}
+			for i, n := range sizes {
+				put(t, b, fmt.Sprintf("key-%d", i), bytes.Repeat([]byte{byte(i + 1)}, n), true)
+			}
+			// The last value fills the batch to within a few bytes of its limit: too little room
+			// for a pad, so it goes unaligned.
+			rest := int(limit-b.Size()) - record.HeaderSize - len("key-last")
+			put(t, b, "key-last", bytes.Repeat([]byte{9}, rest), true)
+			bufs, n := b.Seal()
+			s := stream(bufs)
+			// Walk the stream record by record: every byte belongs to a record or a pad.
+			var pads int
+			entries := b.Entries()
+			for off, i := int64(0), 0; off < n; {
+				h, _, err := record.Decode(s[off:])
+				if err != nil {
+					t.Fatalf("record at %d: %v", off, err)
+				}
+				if h.Kind == record.KindPad {
+					pads++
+					off += h.Len()
+					continue
+				}
+				e := entries[i]
+				if int64(e.Offset) != off {
+					t.Fatalf("entry %d at %d, the stream has a record at %d", i, e.Offset, off)
+				}
+				valueOff := off + record.HeaderSize + int64(h.KeyLen)
+				aligned := valueOff%vfs.DirectIOAlignment == 0
+				wantAligned := direct && int(h.ValueLen) >= AlignedValueMin && i < len(sizes)
+				if wantAligned && !aligned {
+					t.Errorf("entry %d: %d-byte value at %d, not aligned", i, h.ValueLen, valueOff)
+				}
+				off += h.Len()
+				i++
+			}
+			if !direct && pads != 0 {
+				t.Fatalf("%d pads outside direct mode", pads)
+			}
+			if direct && pads < 3 {
+				t.Fatalf("%d pads in direct mode, want at least 3 (two aligned values and the seal's)", pads)
+			}
+		})
+	}
+}

@@ -2,17 +2,22 @@ package vfs
 
 import (
 	"sync"
+	"unsafe"
 )
 
 // DirectReadChunk is the most a DirectReader reads with one system call: a 1 MiB value with its
 // record header, the longest key and the alignment slack at both ends fits in one.
 const DirectReadChunk = 1<<20 + 16<<10
 
-// bouncePool holds the aligned buffers DirectReaders read into, DirectReadChunk bytes each.
-var bouncePool = sync.Pool{New: func() any {
-	b := AlignedBuffer(DirectReadChunk)
-	return &b
-}}
+// bounce is the scratch of one DirectReader call: an aligned buffer of DirectReadChunk bytes and
+// the vectors of a preadv (pooled with it: handed to File.ReadvAt, an array on the stack would
+// escape to the heap on every call).
+type bounce struct {
+	buf []byte
+	iov [maxDirectIovecs][]byte
+}
+
+var bouncePool = sync.Pool{New: func() any { return &bounce{buf: AlignedBuffer(DirectReadChunk)} }}
 
 // DirectReader reads a file through a descriptor opened with OpenDirect, so reads bypass the
 // page cache: the device writes the blocks into an aligned buffer, and the bytes asked for are
@@ -45,6 +50,12 @@ func (r *DirectReader) ReadAt(p []byte, off int64) (int, error) {
 // ReadvAt fills bufs in order with the bytes starting at off, with the contract of
 // File.ReadvAt: every byte, or the count read and a non-nil error (io.EOF at the end of the
 // file).
+//
+// A buffer that sits in memory at the same offset from an aligned address as its bytes sit in
+// the file from an aligned offset (a Go allocation of 8 KiB or more and a value stored at an
+// aligned offset, say) has the aligned blocks in its middle read straight into it: the device
+// writes them there and nothing is copied. The bytes around them come through the pooled bounce
+// buffer, in the same system call.
 func (r *DirectReader) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	total := 0
 	for _, b := range bufs {
@@ -53,9 +64,97 @@ func (r *DirectReader) ReadvAt(bufs [][]byte, off int64) (int, error) {
 	if total == 0 {
 		return 0, nil
 	}
-	bp := bouncePool.Get().(*[]byte)
-	defer bouncePool.Put(bp)
-	bounce := *bp
+	b := bouncePool.Get().(*bounce)
+	defer func() {
+		b.iov = [maxDirectIovecs][]byte{} // do not keep the caller's buffers reachable
+		bouncePool.Put(b)
+	}()
+	if r.readvDirect(bufs, off, total, b) {
+		return total, nil
+	}
+	return r.readvBounced(bufs, off, total, b.buf)
+}
+
+// maxDirectIovecs bounds the vectors of readvDirect: per buffer read in place, the bounce blocks
+// before it and its middle, and the bounce blocks at the end.
+const maxDirectIovecs = 8
+
+// readvDirect reads all total bytes of bufs with one preadv in which the aligned middle of every
+// buffer congruent with the file (see ReadvAt) is a vector of its own, and the rest are blocks
+// of bounce. It returns false when no buffer qualifies, the rest does not fit in bounce, or the
+// read came up short; the caller then reads through bounce.
+func (r *DirectReader) readvDirect(bufs [][]byte, off int64, total int, b *bounce) bool {
+	const a = DirectIOAlignment
+	iov, bounce := &b.iov, b.buf
+	var direct [maxDirectIovecs]bool // iov[i] is a middle read in place
+	nv := 0
+	start := off &^ (a - 1)
+	end := alignUp(off + int64(total))
+	cover := start // the file is covered by vectors up to here
+	used := int64(0)
+	pos := off
+	for _, q := range bufs {
+		midStart, midEnd := alignUp(pos), (pos+int64(len(q)))&^(a-1)
+		if midEnd-midStart >= a && congruent(q, pos) && nv+2 < maxDirectIovecs {
+			if gap := midStart - cover; gap > 0 {
+				if used+gap > int64(len(bounce)) {
+					return false
+				}
+				iov[nv] = bounce[used : used+gap]
+				nv, used = nv+1, used+gap
+			}
+			iov[nv], direct[nv] = q[midStart-pos:midEnd-pos], true
+			nv++
+			cover = midEnd
+		}
+		pos += int64(len(q))
+	}
+	if cover == start {
+		return false // nothing to read in place
+	}
+	if gap := end - cover; gap > 0 {
+		if used+gap > int64(len(bounce)) {
+			return false
+		}
+		iov[nv] = bounce[used : used+gap]
+		nv, used = nv+1, used+gap
+	}
+	// A short read is the end of the file or an error. A direct read that stops at the end of
+	// the file inside a vector is continued at an unaligned offset, which the kernel refuses, so
+	// its error says little: the caller reads again through bounce, which reports the end as
+	// io.EOF.
+	if got, _ := r.f.ReadvAt(iov[:nv], start); start+int64(got) < off+int64(total) {
+		return false
+	}
+	// Deliver the bytes that came through bounce.
+	pos = off
+	for _, q := range bufs {
+		for i := 0; i < len(q); {
+			p := pos + int64(i)
+			vpos, v := start, 0 // the vector holding file position p, and where it starts
+			for vpos+int64(len(iov[v])) <= p {
+				vpos += int64(len(iov[v]))
+				v++
+			}
+			k := int(min(int64(len(q)-i), vpos+int64(len(iov[v]))-p))
+			if !direct[v] {
+				copy(q[i:i+k], iov[v][p-vpos:])
+			}
+			i += k
+		}
+		pos += int64(len(q))
+	}
+	return true
+}
+
+// congruent reports whether q's first byte, meant for file offset pos, is as far past an
+// aligned address as pos is past an aligned offset.
+func congruent(q []byte, pos int64) bool {
+	return len(q) > 0 && (uintptr(unsafe.Pointer(&q[0]))-uintptr(pos))&(DirectIOAlignment-1) == 0
+}
+
+// readvBounced reads bufs through bounce, one system call per len(bounce) bytes, and copies.
+func (r *DirectReader) readvBounced(bufs [][]byte, off int64, total int, bounce []byte) (int, error) {
 	end := alignUp(off + int64(total))
 	done, bi, bo := 0, 0, 0 // bytes delivered; the buffer being filled and the offset in it
 	for {
