@@ -57,10 +57,25 @@ func fixture(keys uint64) *benchFixture {
 	return fx
 }
 
+// smallSizes are filters that fit in L1 (21845 keys: 32 KiB of bits) and in
+// L2 (349525 keys: 512 KiB), both exact (below bitset.HugeMinBytes), for
+// BenchmarkTest to compare with BenchmarkRandomLoadFloor size by size.
+var smallSizes = []struct {
+	name string
+	keys uint64
+}{
+	{"keys=21K", 21845},
+	{"keys=341K", 349525},
+}
+
 var sink atomic.Int64
 
+// BenchmarkTest queries filled filters of 32 KiB, 512 KiB, 2 MiB (1M keys)
+// and 96 MiB (64M keys) with added hashes (hit) and others (miss), one query
+// per iteration. BenchmarkRandomLoadFloor is the same loop without the bit
+// ops, over the same sizes.
 func BenchmarkTest(b *testing.B) {
-	for _, sz := range benchSizes {
+	for _, sz := range append(smallSizes[:len(smallSizes):len(smallSizes)], benchSizes...) {
 		fx := fixture(sz.keys)
 		for _, c := range []struct {
 			name string
@@ -80,6 +95,59 @@ func BenchmarkTest(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRandomLoadFloor is BenchmarkTest minus the bit ops: per
+// iteration it reads the next hash from the same kind of table, picks a word
+// the way Test does ((h>>32)*words>>32), loads it atomically (LoadWord, as
+// Test does) and compares it with the hash, counting matches so the load
+// cannot be dropped. It measures what a random word load costs at each
+// filter size on this machine, the floor under Test there.
+//
+// The words are a fresh filter's bit array, so they are allocated as the
+// filter's are (huge pages from bitset.HugeMinBytes), and are written with
+// random values first: untouched anonymous memory reads as the kernel's
+// shared zero page, which stays in cache whatever the array's size. Sizes are
+// the smallSizes and benchSizes filters' Bytes: 32 KiB, 512 KiB, 2 MiB (1M
+// keys: 1.5 MiB of bits rounded up to one huge page, all of which Test
+// indexes) and 96 MiB (64M keys), plus 1.5 MiB, the first 1.5 MiB of the
+// 2 MiB array, for what the 1M filter would cost unrounded.
+func BenchmarkRandomLoadFloor(b *testing.B) {
+	hs := randHashes(rand.New(rand.NewPCG(5, 5)), tableSize)
+	for _, sz := range append(smallSizes[:len(smallSizes):len(smallSizes)], benchSizes...) {
+		bs := New(sz.keys, DefaultBitsPerKey).bits
+		r := rand.New(rand.NewPCG(sz.keys, 5))
+		for i := range bs.Words() {
+			bs.StoreWord(i, r.Uint64())
+		}
+		words := []int{bs.Words()} // words indexed, from the start of bs
+		if sz.keys == 1<<20 {
+			words = []int{3 << 20 / 2 / 8, bs.Words()}
+		}
+		for _, nw := range words {
+			b.Run("bytes="+byteSize(nw*8), func(b *testing.B) {
+				words := uint64(nw)
+				b.ReportAllocs()
+				b.ResetTimer()
+				n := 0
+				for i := 0; i < b.N; i++ {
+					h := hs[i&(tableSize-1)]
+					if w := bs.LoadWord(int((h >> 32) * words >> 32)); w|h == w {
+						n++
+					}
+				}
+				sink.Add(int64(n))
+			})
+		}
+	}
+}
+
+// byteSize formats n bytes as a benchmark name: 32KiB, 1.5MiB, 96MiB.
+func byteSize(n int) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%gKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%gMiB", float64(n)/(1<<20))
 }
 
 func BenchmarkTestParallel(b *testing.B) {
