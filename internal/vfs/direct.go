@@ -9,15 +9,26 @@ import (
 // record header, the longest key and the alignment slack at both ends fits in one.
 const DirectReadChunk = 1<<20 + 16<<10
 
-// bounce is the scratch of one DirectReader call: an aligned buffer of DirectReadChunk bytes and
-// the vectors of a preadv (pooled with it: handed to File.ReadvAt, an array on the stack would
+// smallBounce is the bounce of a read in place: the blocks around the buffers read in place
+// (a record's header and longest key before its aligned value, and the block after it).
+const smallBounce = 16 << 10
+
+// bounce is the scratch of a read in place: an aligned buffer of smallBounce bytes and the
+// vectors of a preadv (pooled with it: handed to File.ReadvAt, an array on the stack would
 // escape to the heap on every call).
 type bounce struct {
 	buf []byte
 	iov [maxDirectIovecs][]byte
 }
 
-var bouncePool = sync.Pool{New: func() any { return &bounce{buf: AlignedBuffer(DirectReadChunk)} }}
+var bouncePool = sync.Pool{New: func() any { return &bounce{buf: AlignedBuffer(smallBounce)} }}
+
+// chunkPool holds the aligned buffers of DirectReadChunk bytes that reads which cannot be done
+// in place go through.
+var chunkPool = sync.Pool{New: func() any {
+	b := AlignedBuffer(DirectReadChunk)
+	return &b
+}}
 
 // DirectReader reads a file through a descriptor opened with OpenDirect, so reads bypass the
 // page cache: the device writes the blocks into an aligned buffer, and the bytes asked for are
@@ -65,14 +76,15 @@ func (r *DirectReader) ReadvAt(bufs [][]byte, off int64) (int, error) {
 		return 0, nil
 	}
 	b := bouncePool.Get().(*bounce)
-	defer func() {
-		b.iov = [maxDirectIovecs][]byte{} // do not keep the caller's buffers reachable
-		bouncePool.Put(b)
-	}()
-	if r.readvDirect(bufs, off, total, b) {
+	inPlace := r.readvDirect(bufs, off, total, b)
+	b.iov = [maxDirectIovecs][]byte{} // do not keep the caller's buffers reachable
+	bouncePool.Put(b)
+	if inPlace {
 		return total, nil
 	}
-	return r.readvBounced(bufs, off, total, b.buf)
+	c := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(c)
+	return r.readvBounced(bufs, off, total, *c)
 }
 
 // maxDirectIovecs bounds the vectors of readvDirect: per buffer read in place, the bounce blocks
