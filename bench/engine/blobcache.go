@@ -55,14 +55,20 @@ func openBlobcacheProd(cfg Config) (Engine, error) { return openProd(cfg, false)
 
 // openBlobcacheDirect is blobcache-prod with DirectIOReads: hits bypass the page cache as the
 // writes do, so each costs a device read and no kernel page-cache work (the production shape for
-// a cache much larger than RAM).
+// a cache much larger than RAM). Its write buffers are Config.BlobcacheDirectWriteBuffer (the
+// driver's default is 4 MiB: with reads on the device too, smaller batches queue less ahead of
+// them, and no Put waited for a buffer; see BENCHMARKS.md).
 func openBlobcacheDirect(cfg Config) (Engine, error) { return openProd(cfg, true) }
 
 func openProd(cfg Config, directReads bool) (Engine, error) {
-	wb := blobcacheWriteBuffer(cfg.MemoryBudget, cfg.BlobcacheWriteBuffer)
+	asked, flag := cfg.BlobcacheWriteBuffer, "-blobcache-buffer"
+	if directReads {
+		asked, flag = cfg.BlobcacheDirectWriteBuffer, "-blobcache-direct-buffer"
+	}
+	wb := blobcacheWriteBuffer(cfg.MemoryBudget, asked)
 	why := "a seventh of the budget"
-	if cfg.BlobcacheWriteBuffer > 0 {
-		why = "asked (-blobcache-buffer)"
+	if asked > 0 {
+		why = "asked (" + flag + ")"
 	}
 	// The index and the bloom filter are sized for the keys the phase can write, as an operator
 	// sizes them for the blobs a cache holds; they grow if the guess is short.

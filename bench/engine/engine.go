@@ -49,6 +49,9 @@ type Config struct {
 	RocksDBL0Files int
 	// BlobcacheWriteBuffer is blobcache-prod's WriteBufferSize (0: the budget split seven ways).
 	BlobcacheWriteBuffer int64
+	// BlobcacheDirectWriteBuffer is blobcache-direct's WriteBufferSize (0: the budget split
+	// seven ways).
+	BlobcacheDirectWriteBuffer int64
 	// BlobcacheRead is how the BlobCache engines read a hit: ReadAt (into the caller's buffer)
 	// or Reader (Get, then Read from the returned reader).
 	BlobcacheRead string

@@ -77,7 +77,7 @@ func (c *child) runPhase() error {
 	start := c.snap()
 	eng, err := engine.Open(c.engine, engine.Config{
 		Dir: c.dir, MemoryBudget: c.cfg.MemoryBudget, ExpectedKeys: expected, DatasetBytes: dataset,
-		RocksDBL0Files: l0Files, BlobcacheWriteBuffer: c.cfg.BlobcacheBuffer, BlobcacheRead: c.cfg.BlobcacheRead,
+		RocksDBL0Files: l0Files, BlobcacheWriteBuffer: c.cfg.BlobcacheBuffer, BlobcacheDirectWriteBuffer: c.cfg.BlobcacheDirectBuffer, BlobcacheRead: c.cfg.BlobcacheRead,
 		BlobcacheVerify: c.cfg.BlobcacheVerify,
 	})
 	if err != nil {

@@ -51,6 +51,9 @@ type Config struct {
 	RocksDBL0Files int `json:"rocksdb_l0_files"`
 	// BlobcacheBuffer is blobcache-prod's WriteBufferSize in bytes (0: a seventh of the budget).
 	BlobcacheBuffer int64 `json:"blobcache_buffer"`
+	// BlobcacheDirectBuffer is blobcache-direct's WriteBufferSize in bytes (0: a seventh of the
+	// budget).
+	BlobcacheDirectBuffer int64 `json:"blobcache_direct_buffer,omitempty"`
 	// BlobcacheRead is the BlobCache engines' read path: engine.ReadAt or engine.Reader.
 	BlobcacheRead string `json:"blobcache_read"`
 	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead.
@@ -73,7 +76,7 @@ func DefaultConfig() Config {
 		IOKeys: []int64{1 << 20, 3 << 20, 9 << 20}, IOValue: 1 << 10, IOGets: 20000, IOWarmup: 20000,
 		CapKeys: 5_000_000, CapMin: 100, CapMax: 500, CapGets: 10000, CapHot: 10000,
 		Deadline:       1800,
-		RocksDBL0Files: engine.SeedL0Files, BlobcacheBuffer: 16 << 20, BlobcacheRead: engine.ReadAt,
+		RocksDBL0Files: engine.SeedL0Files, BlobcacheBuffer: 16 << 20, BlobcacheDirectBuffer: 4 << 20, BlobcacheRead: engine.ReadAt,
 	}
 }
 
@@ -106,7 +109,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: no dataset sizes")
 	case c.CapHot < 1:
 		return fmt.Errorf("harness: empty hot set")
-	case c.RocksDBL0Files < 0 || c.BlobcacheBuffer < 0:
+	case c.RocksDBL0Files < 0 || c.BlobcacheBuffer < 0 || c.BlobcacheDirectBuffer < 0:
 		return fmt.Errorf("harness: negative RocksDB L0 files or BlobCache buffer")
 	case c.BlobcacheRead != "" && c.BlobcacheRead != engine.ReadAt && c.BlobcacheRead != engine.Reader:
 		return fmt.Errorf("harness: BlobCache read path %q is neither %q nor %q", c.BlobcacheRead, engine.ReadAt, engine.Reader)

@@ -51,7 +51,8 @@ func run(args []string) error {
 	deadline := fs.Int("deadline", d.Deadline, "seconds a child may run before it is stopped (0: none)")
 
 	rocksL0 := fs.Int("rocksdb-l0-files", d.RocksDBL0Files, "mixed: size RocksDB's memtables so the phase's data makes about this many L0 files (seed 000: 455; 0: a seventh of the budget)")
-	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's (and blobcache-direct's) WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
+	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
+	bcDirectBuffer := fs.Int64("blobcache-direct-buffer", d.BlobcacheDirectBuffer>>20, "blobcache-direct's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
 	bcVerify := fs.Bool("blobcache-verify", d.BlobcacheVerify, "blobcache-prod, blobcache-direct: VerifyOnRead (check every hit's CRC-32C, as RocksDB checks its blocks)")
 	profile := fs.String("profile", "", "directory for a CPU profile of every measured window of every child and a heap profile at its end (empty: none)")
@@ -114,6 +115,7 @@ func run(args []string) error {
 	apply("deadline", func() { cfg.Deadline = *deadline })
 	apply("rocksdb-l0-files", func() { cfg.RocksDBL0Files = *rocksL0 })
 	apply("blobcache-buffer", func() { cfg.BlobcacheBuffer = *bcBuffer << 20 })
+	apply("blobcache-direct-buffer", func() { cfg.BlobcacheDirectBuffer = *bcDirectBuffer << 20 })
 	apply("blobcache-read", func() { cfg.BlobcacheRead = *bcRead })
 	apply("blobcache-verify", func() { cfg.BlobcacheVerify = *bcVerify })
 	apply("mixed-preload", func() { cfg.MixedPreload = *mixedPreload })
