@@ -89,13 +89,29 @@ func httpPut(t *testing.T, addr, key, value string) {
 }
 
 func TestServe(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"defaults", nil},
+		// The get below reads the segment, not the write buffer: batches are cut after 1 ms.
+		{"direct", []string{"--direct-io", "--direct-io-reads", "--flush-interval", "1ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testServe(t, tc.flags) })
+	}
+}
+
+func testServe(t *testing.T, flags []string) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	httpAddr, mcAddr, done, _ := startServe(t, func(stdout, stderr io.Writer) error {
-		return serve(ctx, smallServe(dir), stdout, stderr)
+		return serve(ctx, append(smallServe(dir), flags...), stdout, stderr)
 	})
 	httpPut(t, httpAddr, "greeting", "hello, blobcache")
+	if len(flags) > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
 	// The memcached port answers too.
 	c, err := net.Dial("tcp", mcAddr)
 	if err != nil {
