@@ -274,7 +274,7 @@ func (c *Cache) MaxValueSize(keyLen int) int64 {
 	n := c.opts.SegmentSize - segment.HeaderSize - record.EntrySize - record.TrailerSize -
 		record.HeaderSize - int64(keyLen)
 	if c.opts.DirectIOWrites {
-		n -= vfs.DirectIOAlignment + record.HeaderSize // the most padded adds
+		n -= 2 * (vfs.DirectIOAlignment + record.HeaderSize) // the most a lead and a pad add
 	}
 	return min(n, 1<<31)
 }

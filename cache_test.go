@@ -371,8 +371,8 @@ func TestStat(t *testing.T) {
 }
 
 // TestDirectAlignedValues: with DirectIOWrites, values of batch.AlignedValueMin bytes or more
-// start at aligned offsets behind pad records, so DirectIOReads land them in an aligned buffer
-// in place. Every read path returns them exactly, mixed with small records, after a drain, a
+// start at aligned offsets behind pad records (in batches) or lead pads (streamed), so
+// DirectIOReads land them in an aligned buffer in place. Every read path returns them exactly, mixed with small records, after a drain, a
 // clean reopen (footers) and a crash (the scan of the unsealed segment steps over the pads).
 func TestDirectAlignedValues(t *testing.T) {
 	dir := t.TempDir()
@@ -380,6 +380,7 @@ func TestDirectAlignedValues(t *testing.T) {
 	c := open(t, dir, opts...)
 	sizes := []int{5, 128 << 10, 3000, 1 << 20, 129<<10 + 7, 1, 700 << 10, 1<<20 - 1}
 	vals := map[string][]byte{}
+	c.Put([]byte("odd-key-length-first"), []byte("x")) // so that nothing is aligned by chance
 	for round := range 3 {
 		for i, n := range sizes {
 			k := fmt.Sprintf("key-%d-%d", round, i)
@@ -389,9 +390,23 @@ func TestDirectAlignedValues(t *testing.T) {
 			}
 		}
 	}
+	// Streamed records (a PutFrom past StreamThreshold, a Put past the write buffer) are aligned
+	// by a lead pad in their range.
+	for i, n := range []int{300 << 10, 5<<20 + 3} {
+		k := fmt.Sprintf("streamed-%d", i)
+		vals[k] = value(k, 0, n)
+		if err := c.PutFrom([]byte(k), bytes.NewReader(vals[k]), int64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := "streamed-put"
+	vals[k] = value(k, 0, 4<<20+5)
+	if err := c.Put([]byte(k), vals[k]); err != nil {
+		t.Fatal(err)
+	}
 	check := func(stage string) {
 		t.Helper()
-		p := vfs.AlignedBuffer(1 << 20)
+		p := vfs.AlignedBuffer(6 << 20)
 		for k, v := range vals {
 			expect(t, c, k, v)
 			n, err := c.ReadAt([]byte(k), p[:len(v)], 0)

@@ -89,8 +89,9 @@ var errStreamSuperseded = errors.New("superseded")
 type stream struct {
 	key        []byte
 	seg        *segHandle
-	base       int64 // offset of the record in seg
-	length     int64 // reserved bytes: the record and, with DirectIO, its pad
+	base       int64 // offset of the range in seg
+	lead       int64 // bytes of pad before the record (DirectIO: puts the value on a 4 KiB boundary)
+	length     int64 // reserved bytes: the lead, the record and, with DirectIO, its pad
 	superseded bool
 	// ordered says an older record of the key was in an unflushed batch at the reservation:
 	// the stream then goes into the index only after that batch commits, through the
@@ -158,15 +159,17 @@ func readValue(r io.Reader, b []byte) error {
 func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32) error {
 	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: time.Now().UnixNano()}
 	n := hdr.Len()
+	var lead int64
 	length := n
 	if c.opts.DirectIOWrites {
-		length = padded(n)
+		lead = valueLead(int64(record.HeaderSize+len(key)), int64(c.chunkSize()))
+		length = padded(lead + n)
 	}
 	if segment.HeaderSize+length+record.EntrySize+record.TrailerSize > c.opts.SegmentSize {
 		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
 	}
 	h := record.KeyHash(key)
-	s, err := c.w.reserve(h, key, length)
+	s, err := c.w.reserve(h, key, lead, length)
 	if err != nil {
 		return err
 	}
@@ -197,6 +200,23 @@ func padded(n int64) int64 {
 	return n + pad
 }
 
+// valueLead returns the length of the pad record that, at the start of a DirectIO range, puts
+// the value of a record with hk bytes of header and key on a 4 KiB boundary, so that direct
+// reads land it in place (as batch.AlignedValueMin values in batches): 0 when it already is, or
+// when the record's header and key would not fit in the range's first chunk behind the pad (the
+// header must be in the chunk written last; see fillStream).
+func valueLead(hk, chunk int64) int64 {
+	const a = vfs.DirectIOAlignment
+	lead := (a - hk%a) % a
+	if lead > 0 && lead < record.HeaderSize {
+		lead += a
+	}
+	if lead+hk > chunk {
+		return 0
+	}
+	return lead
+}
+
 // fillStream writes the record of the reservation s: key and value behind the header, then a
 // pad filling the rest of the range, then the first chunk with the header. It returns the
 // record's footer entry.
@@ -205,7 +225,14 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	defer c.putChunk(first)
 	defer c.putChunk(spare)
 	cw := chunkWriter{c: c, s: s, first: *first, spare: *spare, buf: *first}
-	cw.used = record.HeaderSize // the header goes in last
+	if s.lead > 0 {
+		// The lead pad, as reserve wrote it: rewriting it with chunk 0 changes nothing on disk.
+		var ph [record.HeaderSize]byte
+		(&record.Header{Kind: record.KindPad, ValueLen: uint32(s.lead - record.HeaderSize)}).Encode(ph[:], nil)
+		cw.emit(ph[:])
+		cw.zeros(int(s.lead - record.HeaderSize))
+	}
+	cw.used += record.HeaderSize // the header goes in last, in chunk 0 (valueLead sees to it)
 	cw.emit(key)
 	var crc uint32
 	checksummed := c.opts.Checksum || want != nil
@@ -229,7 +256,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 		cw.used += len(dst)
 		left -= int64(len(dst))
 	}
-	if pad := s.length - n; pad > 0 {
+	if pad := s.length - s.lead - n; pad > 0 {
 		var ph [record.HeaderSize]byte
 		(&record.Header{Kind: record.KindPad, ValueLen: uint32(pad - record.HeaderSize)}).Encode(ph[:], nil)
 		cw.emit(ph[:])
@@ -251,7 +278,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 			return record.Entry{}, fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, *want, hdr.Sum)
 		}
 	}
-	hdr.Encode(cw.first[:record.HeaderSize+len(key)], key)
+	hdr.Encode(cw.first[s.lead:s.lead+record.HeaderSize+int64(len(key))], key)
 	// The first chunk last: it turns the pad into the record, over a value already written.
 	if err := c.writeChunk(s, cw.first[:cw.firstLen], s.base); err != nil {
 		return record.Entry{}, err
@@ -261,7 +288,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 			return record.Entry{}, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 		}
 	}
-	return record.Entry{Hash: record.KeyHash(key), Offset: uint32(s.base), Length: uint32(n), Kind: record.KindPut, Flags: hdr.Flags}, nil
+	return record.Entry{Hash: record.KeyHash(key), Offset: uint32(s.base + s.lead), Length: uint32(n), Kind: record.KindPut, Flags: hdr.Flags}, nil
 }
 
 func (c *Cache) writeChunk(s *stream, b []byte, off int64) error {
@@ -338,9 +365,11 @@ func (w *chunkWriter) flush() {
 	w.err = w.c.writeChunk(w.s, w.buf[:w.used], w.s.base+w.off)
 }
 
-// reserve places a streamed record of length bytes for key at the end of the active segment and
-// writes the pad that covers it. See the comment at the top of stream.go.
-func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
+// reserve places a range of length bytes for a streamed record of key, lead bytes into it, at the
+// end of the active segment and writes the pads that cover it: one of lead bytes, and one from the
+// record's place to the end, which the record's header replaces. See the comment at the top of
+// stream.go.
+func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -369,17 +398,22 @@ func (w *writer) reserve(h uint64, key []byte, length int64) (*stream, error) {
 			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 		}
 	}
-	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, length: length, ordered: ordered}
-	// The pad that covers the range until the record replaces it. Written under mu, before any
-	// later batch is placed, so no later batch can be on disk without it; a later batch's sync
-	// (with Fsync) makes it durable too.
+	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, lead: lead, length: length, ordered: ordered}
+	// The pads that cover the range until the record replaces the second. Written under mu,
+	// before any later batch is placed, so no later batch can be on disk without them; a later
+	// batch's sync (with Fsync) makes them durable too. The record's header goes exactly where
+	// the second pad's is, so a torn write of it leaves that pad or the record, as without a
+	// lead.
 	var pad []byte
 	if w.c.opts.DirectIOWrites {
-		pad = vfs.AlignedBuffer(vfs.DirectIOAlignment)
+		pad = vfs.AlignedBuffer(int(lead) + record.HeaderSize)
 	} else {
-		pad = make([]byte, record.HeaderSize)
+		pad = make([]byte, lead+record.HeaderSize)
 	}
-	(&record.Header{Kind: record.KindPad, ValueLen: uint32(length - record.HeaderSize)}).Encode(pad[:record.HeaderSize], nil)
+	if lead > 0 {
+		(&record.Header{Kind: record.KindPad, ValueLen: uint32(lead - record.HeaderSize)}).Encode(pad[:record.HeaderSize], nil)
+	}
+	(&record.Header{Kind: record.KindPad, ValueLen: uint32(length - lead - record.HeaderSize)}).Encode(pad[lead:lead+record.HeaderSize], nil)
 	if err := s.seg.active.Write([][]byte{pad}, s.base); err != nil {
 		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
 		// what finds the records placed after it.
