@@ -213,7 +213,7 @@ func spread(g *group, format string) string {
 func mixedTable(b *strings.Builder, r *harness.Report) {
 	gs := groups(r, harness.PhaseMixed)
 	c := r.Config
-	fmt.Fprintf(b, "### Mixed workload (seed 000)\n\n%d blobs of %d KiB preloaded, then %d operations from %d goroutines: 10%% Puts of new %d KiB blobs, 45%% Gets of present keys (read to the end), 45%% Gets of absent keys. Latencies are p50 / p99 / p99.9. CPU is user + sys of the mixed window; peak RSS is the child's high-water mark; write amplification is bytes sent to storage per byte Put over the whole child (process counter / device counter).\n\n",
+	fmt.Fprintf(b, "### Mixed workload (seed 000)\n\n%d blobs of %d KiB preloaded, then %d operations from %d goroutines: 10%% Puts of new %d KiB blobs, 45%% Gets of present keys (read to the end), 45%% Gets of absent keys. Latencies are p50 / p99 / p99.9. CPU is user + sys of the mixed window; peak RSS is the child's high-water mark, and in parentheses how much of it came after the engine opened (the child's RSS before, the harness's own, is the same for every engine of a binary); write amplification is bytes sent to storage per byte Put over the whole child (process counter / device counter).\n\n",
 		c.MixedPreload, c.MixedValue>>10, c.MixedOps, c.Goroutines, c.MixedValue>>10)
 	b.WriteString("| engine | ops/s | Get hit | Get miss | Put | Put MB/s | CPU s | peak RSS | write amp | disk used |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range gs {
@@ -230,7 +230,7 @@ func mixedTable(b *strings.Builder, r *harness.Report) {
 		put, okp := w.Latency["put"]
 		fmt.Fprintf(b, "| %s | %.0f%s | %s | %s | %s | %.0f | %.2f | %s | %.2f / %.2f | %s |\n",
 			g.engine, w.OpsPerSec, spread(g, "%.0f"), pcts(hit, okh), pcts(miss, okm), pcts(put, okp),
-			w.WriteMBps, w.CPUSeconds, mib(r.PeakRSS), r.WriteAmp, r.DeviceWriteAmp, size(r.DiskUsed))
+			w.WriteMBps, w.CPUSeconds, mib(r.PeakRSS)+" (+"+strings.TrimSuffix(mib(engineRSS(r)), " MiB")+")", r.WriteAmp, r.DeviceWriteAmp, size(r.DiskUsed))
 	}
 	errorsLine(b, gs)
 	// What the engines' own counters say about the shape of the run.
@@ -269,19 +269,26 @@ func mixedTable(b *strings.Builder, r *harness.Report) {
 	}
 	if len(bcs) > 0 && len(others) > 0 {
 		b.WriteString("Ratios, BlobCache against each engine (ops/s: higher is better for BlobCache; RSS and CPU: the fraction BlobCache uses, lower is better; CPU per operation of the mixed window):\n\n")
-		b.WriteString("| BlobCache | against | ops/s | peak RSS | CPU per op |\n|---|---|---|---|---|\n")
+		b.WriteString("| BlobCache | against | ops/s | peak RSS | RSS the engine added | CPU per op |\n|---|---|---|---|---|---|\n")
 		for _, bc := range bcs {
 			bw := bc.median.Window("mixed")
 			for _, o := range others {
 				ow := o.median.Window("mixed")
-				fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", bc.engine, o.engine,
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", bc.engine, o.engine,
 					ratio(bw.OpsPerSec, ow.OpsPerSec),
 					ratio(float64(bc.median.PeakRSS), float64(o.median.PeakRSS)),
+					ratio(float64(engineRSS(bc.median)), float64(engineRSS(o.median))),
 					ratio(bw.CPUSeconds/float64(bw.Ops), ow.CPUSeconds/float64(ow.Ops)))
 			}
 		}
 		b.WriteString("\n")
 	}
+}
+
+// engineRSS is the part of a child's peak RSS that came after the engine opened: the peak less
+// the RSS measured just before (the Go runtime, the harness, the linked libraries).
+func engineRSS(r *harness.PhaseResult) int64 {
+	return max(r.PeakRSS-r.BaselineRSS, 0)
 }
 
 // runsOf lists a total counter over every run of the group, e.g. "runs: 455, 452, 460".
