@@ -96,6 +96,9 @@ func (f *fixture) get(b *testing.B, n, size int) *Cache {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if bigDir.dir != "" {
+		os.RemoveAll(bigDir.dir)
+	}
 	for _, f := range []*fixture{&missFixture, &hitFixture} {
 		if f.c != nil {
 			f.c.Close()
@@ -187,6 +190,96 @@ func BenchmarkReadAt4K(b *testing.B) {
 	}
 	if sys0 >= 0 {
 		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+}
+
+// bigDir holds 512 blobs of 1 MiB written with DirectIOWrites (so their values are aligned),
+// shared by the BenchmarkReadAt1MiB variants; TestMain removes it.
+var bigDir struct {
+	once sync.Once
+	dir  string
+}
+
+const bigBlobs = 512
+
+// BenchmarkReadAt1MiB reads 1 MiB blobs into an aligned buffer (a Go allocation of 1 MiB is
+// one) with ReadAt, each variant reporting the CPU (user + system) the process spent per read:
+//   - buffered-hot: through the page cache, every blob already in it (the kernel copies);
+//   - buffered-cold: through the page cache after dropping it (root; run with -benchtime=Nx,
+//     N <= 512, so every read is of a blob not yet read: the kernel allocates pages, fills them
+//     from the device and copies);
+//   - direct: DirectIOReads, every read from the device into the buffer in place.
+//
+// Wall time is the device's or the copy's; cpu-ns/op is what a hit costs the machine.
+func BenchmarkReadAt1MiB(b *testing.B) {
+	bigDir.once.Do(func() {
+		dir, err := os.MkdirTemp("", "blobcache-bench-1mib-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		bigDir.dir = dir
+		c, err := New(dir, WithDirectIOWrites(), WithExpectedBlobs(bigBlobs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		v := make([]byte, 1<<20)
+		for i, k := range benchKeys('m', bigBlobs) {
+			binary.LittleEndian.PutUint64(v, uint64(i))
+			if err := c.Put(k, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	keys := benchKeys('m', bigBlobs)
+	for _, tc := range []struct {
+		name         string
+		direct, cold bool
+	}{{"buffered-hot", false, false}, {"buffered-cold", false, true}, {"direct", true, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			opts := []Option{WithDirectIOWrites()}
+			if tc.direct {
+				opts = append(opts, WithDirectIOReads())
+			}
+			c, err := New(bigDir.dir, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, 1<<20)
+			switch {
+			case tc.cold && b.N > bigBlobs:
+				b.Skipf("%d reads: at most %d are cold (use -benchtime=%dx)", b.N, bigBlobs, bigBlobs)
+			case tc.cold:
+				exec.Command("sync").Run()
+				if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+					b.Skipf("cannot drop the page cache: %v", err)
+				}
+			case !tc.direct:
+				for _, k := range keys {
+					c.ReadAt(k, buf, 0)
+				}
+			}
+			b.SetBytes(1 << 20)
+			b.ReportAllocs()
+			cpu0, sys0 := cpuNanos(b), readSyscalls()
+			b.ResetTimer()
+			for i := range b.N {
+				// 7919 is prime to 512: the first 512 reads are of distinct blobs.
+				if m, err := c.ReadAt(keys[(i*7919)%bigBlobs], buf, 0); err != nil || m != len(buf) {
+					b.Fatal(m, err)
+				}
+			}
+			b.StopTimer()
+			if cpu0 >= 0 {
+				b.ReportMetric(float64(cpuNanos(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			}
+			if sys0 >= 0 {
+				b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+			}
+		})
 	}
 }
 
