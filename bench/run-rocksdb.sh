@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's RocksDB (librocksdb-dev 7.8, which grocksdb v1.7.10 builds against), builds
-# blobcache-bench with the rocksdb tag and runs it with every engine. Arguments are passed to
-# blobcache-bench, e.g.:
+# blobcache-bench with the rocksdb tag (and, per engine, a binary holding only that engine, for
+# the children) and runs it with every engine. Arguments are passed to blobcache-bench, e.g.:
 #
 #   bench/run-rocksdb.sh                          # the full run, every phase
 #   bench/run-rocksdb.sh -phases mixed -repeat 3  # the headline run, three times
@@ -23,4 +23,14 @@ if [ ! -e /usr/include/rocksdb/c.h ]; then
 fi
 mkdir -p bin
 go build -tags rocksdb -o bin/blobcache-bench-rocksdb ./cmd/blobcache-bench
-exec bin/blobcache-bench-rocksdb "$@"
+# Each engine's children run from a binary that links only that engine, so that a child's memory
+# (peak RSS) is its engine's, not the other engines' code and static initializers (RocksDB's C++
+# library alone adds ~10 MiB to every child that loads it). Pass -engine-exe "" to run every
+# child from the binary above.
+go build -tags nopebble,nobadger -o bin/child-blobcache ./cmd/blobcache-bench
+go build -tags rocksdb,nopebble,nobadger -o bin/child-rocksdb ./cmd/blobcache-bench
+go build -tags nobadger -o bin/child-pebble ./cmd/blobcache-bench
+go build -tags nopebble -o bin/child-badger ./cmd/blobcache-bench
+exec bin/blobcache-bench-rocksdb \
+	-engine-exe "blobcache*=bin/child-blobcache,rocksdb=bin/child-rocksdb,pebble=bin/child-pebble,badger=bin/child-badger" \
+	"$@"

@@ -1,3 +1,5 @@
+//go:build !nobadger
+
 package engine
 
 import (

@@ -1,3 +1,5 @@
+//go:build !nopebble
+
 package engine
 
 import (

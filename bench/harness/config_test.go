@@ -69,3 +69,22 @@ func TestConfigValidateShape(t *testing.T) {
 		t.Error("negative L0 file count accepted")
 	}
 }
+
+// TestExeFor: a child runs from its engine's own binary when one is named, by exact name first,
+// then by the longest prefix, else from the driver's.
+func TestExeFor(t *testing.T) {
+	d := &Driver{Exe: "all", EngineExe: map[string]string{
+		"blobcache*": "bc", "blobcache-direct": "direct", "rocks*": "r", "rocksdb*": "rocksdb",
+	}}
+	for eng, want := range map[string]string{
+		"blobcache": "bc", "blobcache-prod": "bc", "blobcache-direct": "direct",
+		"rocksdb": "rocksdb", "pebble": "all",
+	} {
+		if got := d.exeFor(eng); got != want {
+			t.Errorf("exeFor(%q) = %q, want %q", eng, got, want)
+		}
+	}
+	if got := (&Driver{Exe: "all"}).exeFor("badger"); got != "all" {
+		t.Errorf("no EngineExe: %q", got)
+	}
+}

@@ -43,8 +43,12 @@ type Machine struct {
 
 // Driver runs children.
 type Driver struct {
-	Exe     string // the binary to re-execute (os.Executable)
-	Cfg     Config
+	Exe string // the binary to re-execute (os.Executable)
+	// EngineExe names, per engine, another binary to run its children from (a key ending in
+	// "*" matches engine names by prefix): one built with only that engine linked in, so that
+	// a child's memory is its engine's and not the other engines' code and initializers.
+	EngineExe map[string]string
+	Cfg       Config
 	Engines []string
 	Phases  []string
 	Reps    int
@@ -91,6 +95,21 @@ func (d *Driver) Run(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// exeFor returns the binary to run engine eng's children from: EngineExe's entry for it (an
+// exact name first, then the longest matching prefix), or Exe.
+func (d *Driver) exeFor(eng string) string {
+	if exe, ok := d.EngineExe[eng]; ok {
+		return exe
+	}
+	best, exe := -1, d.Exe
+	for k, v := range d.EngineExe {
+		if p, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(eng, p) && len(p) > best {
+			best, exe = len(p), v
+		}
+	}
+	return exe
+}
+
 func (d *Driver) runChild(ctx context.Context, eng, phase string, rep int) *PhaseResult {
 	fail := func(err error) *PhaseResult {
 		return &PhaseResult{Engine: eng, Phase: phase, Rep: rep, Error: err.Error()}
@@ -117,7 +136,8 @@ func (d *Driver) runChild(ctx context.Context, eng, phase string, rep int) *Phas
 	}
 	args := append(append([]string{}, d.ChildArgs...), "-child", "-engine", eng, "-phase", phase,
 		"-data", data, "-result", out.Name(), "-config", string(cfgJSON))
-	cmd := exec.CommandContext(ctx, d.Exe, args...)
+	exe := d.exeFor(eng)
+	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(), d.ChildEnv...)
 	cmd.Stdout = os.Stderr // a child's stdout is not the report
 	cmd.Stderr = os.Stderr
@@ -137,6 +157,7 @@ func (d *Driver) runChild(ctx context.Context, eng, phase string, rep int) *Phas
 	}
 	res.Rep = rep
 	res.WallSeconds = wall
+	res.Binary = filepath.Base(exe)
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			res.ChildUserSec = time.Duration(ru.Utime.Nano()).Seconds()

@@ -75,11 +75,12 @@ type PhaseResult struct {
 	Windows     []Window         `json:"windows"`
 	Total       Window           `json:"total"` // open to close, all windows and what is between them
 
-	BaselineRSS int64   `json:"baseline_rss"`  // before the engine was opened
-	LoadedRSS   int64   `json:"loaded_rss"`    // capacity phase: after the load and a flush
-	BytesPerKey float64 `json:"bytes_per_key"` // capacity phase: (LoadedRSS - BaselineRSS) / keys
-	PeakRSS     int64   `json:"peak_rss"`      // VmHWM of the child
-	DiskUsed    int64   `json:"disk_used"`     // allocated bytes of the data directory after Close
+	BaselineRSS int64   `json:"baseline_rss"`     // before the engine was opened
+	LoadedRSS   int64   `json:"loaded_rss"`       // capacity phase: after the load and a flush
+	BytesPerKey float64 `json:"bytes_per_key"`    // capacity phase: (LoadedRSS - BaselineRSS) / keys
+	PeakRSS     int64   `json:"peak_rss"`         // VmHWM of the child
+	Binary      string  `json:"binary,omitempty"` // the file name of the binary the child ran
+	DiskUsed    int64   `json:"disk_used"`        // allocated bytes of the data directory after Close
 
 	// Bytes the process sent to storage (write_bytes - cancelled_write_bytes) over the whole
 	// child, per byte Put; and the same from the device's sectors written (every process).

@@ -51,6 +51,7 @@ func run(args []string) error {
 	deadline := fs.Int("deadline", d.Deadline, "seconds a child may run before it is stopped (0: none)")
 
 	rocksL0 := fs.Int("rocksdb-l0-files", d.RocksDBL0Files, "mixed: size RocksDB's memtables so the phase's data makes about this many L0 files (seed 000: 455; 0: a seventh of the budget)")
+	engineExe := fs.String("engine-exe", "", "binaries to run engines' children from, engine=path,... (engine may end in * to match a prefix); default: this binary for all")
 	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcDirectBuffer := fs.Int64("blobcache-direct-buffer", d.BlobcacheDirectBuffer>>20, "blobcache-direct's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
@@ -151,8 +152,22 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	exes := map[string]string{}
+	for _, kv := range split(*engineExe) {
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("-engine-exe: %q is not engine=path", kv)
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			return err
+		}
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("-engine-exe: %w", err)
+		}
+		exes[name] = path
+	}
 	drv := &harness.Driver{
-		Exe: exe, Cfg: cfg, Engines: split(*engines), Phases: split(*phases), Reps: *reps, ChildEnv: cfg.ChildEnv,
+		Exe: exe, EngineExe: exes, Cfg: cfg, Engines: split(*engines), Phases: split(*phases), Reps: *reps, ChildEnv: cfg.ChildEnv,
 		Log: func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) },
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
