@@ -49,9 +49,9 @@ type Driver struct {
 	// a child's memory is its engine's and not the other engines' code and initializers.
 	EngineExe map[string]string
 	Cfg       Config
-	Engines []string
-	Phases  []string
-	Reps    int
+	Engines   []string
+	Phases    []string
+	Reps      int
 	// ChildArgs are flags placed before the child flags (tests pass -test.run=...).
 	ChildArgs []string
 	// ChildEnv is added to the children's environment.
