@@ -294,6 +294,10 @@ func TestBadInput(t *testing.T) {
 	if err := (Options{SegmentSize: 1 << 20, WriteBufferSize: 1 << 20}).Validate(); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("Validate: %v", err)
 	}
+	// Direct reads read segments; one file per blob has none.
+	if _, err := New(t.TempDir(), WithPerBlobFiles(), WithDirectIOReads()); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("PerBlobFiles with DirectIOReads: %v", err)
+	}
 }
 
 func TestChecksumMismatchOnRead(t *testing.T) {
