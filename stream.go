@@ -163,7 +163,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32)
 	length := n
 	if c.opts.DirectIOWrites {
 		lead = valueLead(int64(record.HeaderSize+len(key)), int64(c.chunkSize()))
-		length = padded(lead + n)
+		length = lead + n + record.PadLen(lead+n, vfs.DirectIOAlignment) // the tail pad
 	}
 	if segment.HeaderSize+length+record.EntrySize+record.TrailerSize > c.opts.SegmentSize {
 		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
@@ -186,31 +186,13 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32)
 	return nil
 }
 
-// padded returns the length of a DirectIO region holding an n-byte record: n rounded up to the
-// alignment, with room for a pad record after it when the rest is too small for one.
-func padded(n int64) int64 {
-	rem := n % vfs.DirectIOAlignment
-	if rem == 0 {
-		return n
-	}
-	pad := vfs.DirectIOAlignment - rem
-	if pad < record.HeaderSize {
-		pad += vfs.DirectIOAlignment
-	}
-	return n + pad
-}
-
 // valueLead returns the length of the pad record that, at the start of a DirectIO range, puts
 // the value of a record with hk bytes of header and key on a 4 KiB boundary, so that direct
 // reads land it in place (as batch.AlignedValueMin values in batches): 0 when it already is, or
 // when the record's header and key would not fit in the range's first chunk behind the pad (the
 // header must be in the chunk written last; see fillStream).
 func valueLead(hk, chunk int64) int64 {
-	const a = vfs.DirectIOAlignment
-	lead := (a - hk%a) % a
-	if lead > 0 && lead < record.HeaderSize {
-		lead += a
-	}
+	lead := record.PadLen(hk, vfs.DirectIOAlignment)
 	if lead+hk > chunk {
 		return 0
 	}

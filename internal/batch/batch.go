@@ -114,18 +114,10 @@ const AlignedValueMin = 128 << 10
 // header and key, at an aligned stream offset; 0 for none (not direct mode, a smaller value,
 // already aligned, or no room).
 func (b *Batch) alignPad(hk, vlen int) int {
-	const a = vfs.DirectIOAlignment
 	if !b.direct || vlen < AlignedValueMin {
 		return 0
 	}
-	rem := (b.size + int64(hk)) % a
-	if rem == 0 {
-		return 0
-	}
-	pad := a - rem
-	if pad < record.HeaderSize {
-		pad += a
-	}
+	pad := record.PadLen(b.size+int64(hk), vfs.DirectIOAlignment)
 	if b.size+pad+int64(hk+vlen) > b.limit {
 		return 0
 	}
@@ -194,11 +186,7 @@ func (b *Batch) Seal() (bufs [][]byte, length int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.sealed && b.direct {
-		if rem := b.size % vfs.DirectIOAlignment; rem != 0 {
-			pad := vfs.DirectIOAlignment - rem
-			if pad < record.HeaderSize {
-				pad += vfs.DirectIOAlignment
-			}
+		if pad := record.PadLen(b.size, vfs.DirectIOAlignment); pad > 0 {
 			record.EncodePad(b.reserve(int(pad)))
 		}
 	}

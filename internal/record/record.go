@@ -164,6 +164,22 @@ func CheckValue(h Header, value []byte) error {
 	return nil
 }
 
+// PadLen returns the length of the pad record that, placed at offset off, ends on the next
+// multiple of align: 0 if off is already a multiple, else the distance to the next one, or to the
+// one after when the distance is too short to hold a pad record's header (so 32..align+31
+// bytes). align must be a positive power of two of at least HeaderSize.
+func PadLen(off, align int64) int64 {
+	rem := off & (align - 1)
+	if rem == 0 {
+		return 0
+	}
+	pad := align - rem
+	if pad < HeaderSize {
+		pad += align
+	}
+	return pad
+}
+
 // EncodePad fills dst with one pad record that occupies exactly len(dst)
 // bytes: a header with ValueLen len(dst)-HeaderSize, then zeros. It panics
 // if dst is shorter than HeaderSize or longer than a record can be.

@@ -377,3 +377,21 @@ func TestHeaderLenLimits(t *testing.T) {
 		t.Fatalf("Len overflowed: %d", h.Len())
 	}
 }
+
+// TestPadLen: a pad placed at off ends on the next multiple of the alignment, is never shorter
+// than a pad header, and is 0 where nothing needs padding.
+func TestPadLen(t *testing.T) {
+	const a = 4096
+	for _, tc := range []struct{ off, want int64 }{
+		{0, 0}, {a, 0}, {1, a - 1}, {100, a - 100}, {a - HeaderSize, HeaderSize},
+		{a - HeaderSize + 1, a + HeaderSize - 1}, {a - 1, a + 1}, {3*a + 5, a - 5},
+	} {
+		got := PadLen(tc.off, a)
+		if got != tc.want {
+			t.Errorf("PadLen(%d) = %d, want %d", tc.off, got, tc.want)
+		}
+		if got != 0 && (got < HeaderSize || (tc.off+got)%a != 0) {
+			t.Errorf("PadLen(%d) = %d: not a pad ending on a boundary", tc.off, got)
+		}
+	}
+}
