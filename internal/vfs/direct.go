@@ -138,23 +138,21 @@ func (r *DirectReader) readvDirect(bufs [][]byte, off int64, total int, b *bounc
 	if got, _ := r.f.ReadvAt(iov[:nv], start); start+int64(got) < off+int64(total) {
 		return false
 	}
-	// Deliver the bytes that came through bounce.
-	pos = off
-	for _, q := range bufs {
-		for i := 0; i < len(q); {
-			p := pos + int64(i)
-			vpos, v := start, 0 // the vector holding file position p, and where it starts
-			for vpos+int64(len(iov[v])) <= p {
-				vpos += int64(len(iov[v]))
-				v++
+	// Deliver the bytes that came through bounce: the overlap of every bounce vector with
+	// every buffer (both cover the file contiguously).
+	vpos := start
+	for i, v := range iov[:nv] {
+		if !direct[i] {
+			qpos := off
+			for _, q := range bufs {
+				lo, hi := max(vpos, qpos), min(vpos+int64(len(v)), qpos+int64(len(q)))
+				if lo < hi {
+					copy(q[lo-qpos:hi-qpos], v[lo-vpos:])
+				}
+				qpos += int64(len(q))
 			}
-			k := int(min(int64(len(q)-i), vpos+int64(len(iov[v]))-p))
-			if !direct[v] {
-				copy(q[i:i+k], iov[v][p-vpos:])
-			}
-			i += k
 		}
-		pos += int64(len(q))
+		vpos += int64(len(v))
 	}
 	return true
 }
