@@ -1,0 +1,26 @@
+package cputime
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestProcessGrows: spinning for a while adds CPU time.
+func TestProcessGrows(t *testing.T) {
+	before, ok := Process()
+	if !ok {
+		if runtime.GOOS == "linux" || runtime.GOOS == "darwin" {
+			t.Fatal("no CPU time on a Unix system")
+		}
+		t.Skip("no CPU time on", runtime.GOOS)
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+		x++
+	}
+	after, _ := Process()
+	if after-before < 10*time.Millisecond {
+		t.Fatalf("%d iterations over 50 ms of wall time added %v of CPU time", x, after-before)
+	}
+}
