@@ -2,13 +2,11 @@ package vfs
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/seed57392e9e/blobcache/internal/cputime"
@@ -22,16 +20,7 @@ func openDirectReader(t *testing.T, data []byte) *DirectReader {
 	if err := os.WriteFile(name, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := Default.OpenDirect(name, os.O_RDONLY, 0)
-	switch {
-	case errors.Is(err, syscall.EINVAL):
-		t.Skipf("the file system of %s returned EINVAL for O_DIRECT: %v", name, err)
-	case errors.Is(err, errors.ErrUnsupported) && runtime.GOOS != "linux":
-		t.Skipf("no O_DIRECT on %s: %v", runtime.GOOS, err)
-	case err != nil:
-		t.Fatal(err)
-	}
-	r := NewDirectReader(d)
+	r := NewDirectReader(openDirectOrSkip(t, name, os.O_RDONLY))
 	t.Cleanup(func() { r.Close() })
 	return r
 }

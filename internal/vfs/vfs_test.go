@@ -328,9 +328,11 @@ func TestLock(t *testing.T) {
 	l3.Close()
 }
 
-func TestOpenDirect(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "direct")
-	d, err := Default.OpenDirect(name, os.O_CREATE|os.O_RDWR, 0o644)
+// openDirectOrSkip opens name with OpenDirect, skipping the test where the platform or the file
+// system has no O_DIRECT.
+func openDirectOrSkip(t *testing.T, name string, flag int) File {
+	t.Helper()
+	d, err := Default.OpenDirect(name, flag, 0o644)
 	switch {
 	case errors.Is(err, syscall.EINVAL):
 		t.Skipf("the file system of %s returned EINVAL for O_DIRECT: %v", name, err)
@@ -339,6 +341,12 @@ func TestOpenDirect(t *testing.T) {
 	case err != nil:
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestOpenDirect(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "direct")
+	d := openDirectOrSkip(t, name, os.O_CREATE|os.O_RDWR)
 	defer d.Close()
 
 	buf := AlignedBuffer(2 * DirectIOAlignment)
