@@ -25,12 +25,13 @@ mkdir -p bin
 go build -tags rocksdb -o bin/blobcache-bench-rocksdb ./cmd/blobcache-bench
 # Each engine's children run from a binary that links only that engine, so that a child's memory
 # (peak RSS) is its engine's, not the other engines' code and static initializers (RocksDB's C++
-# library alone adds ~10 MiB to every child that loads it). Pass -engine-exe "" to run every
-# child from the binary above.
-go build -tags nopebble,nobadger -o bin/child-blobcache ./cmd/blobcache-bench
-go build -tags rocksdb,nopebble,nobadger -o bin/child-rocksdb ./cmd/blobcache-bench
-go build -tags nobadger -o bin/child-pebble ./cmd/blobcache-bench
-go build -tags nopebble -o bin/child-badger ./cmd/blobcache-bench
+# library alone adds ~10 MiB to every child that loads it), and without the chart code (nocharts:
+# gonum/plot parses its fonts at start-up, ~4 MiB of every child's RSS; a child draws nothing).
+# Pass -engine-exe "" to run every child from the binary above.
+go build -tags nocharts,nopebble,nobadger -o bin/child-blobcache ./cmd/blobcache-bench
+go build -tags nocharts,rocksdb,nopebble,nobadger -o bin/child-rocksdb ./cmd/blobcache-bench
+go build -tags nocharts,nobadger -o bin/child-pebble ./cmd/blobcache-bench
+go build -tags nocharts,nopebble -o bin/child-badger ./cmd/blobcache-bench
 exec bin/blobcache-bench-rocksdb \
 	-engine-exe "blobcache*=bin/child-blobcache,rocksdb=bin/child-rocksdb,pebble=bin/child-pebble,badger=bin/child-badger" \
 	"$@"
