@@ -56,8 +56,9 @@ func openBlobcacheProd(cfg Config) (Engine, error) { return openProd(cfg, false)
 // openBlobcacheDirect is blobcache-prod with DirectIOReads: hits bypass the page cache as the
 // writes do, so each costs a device read and no kernel page-cache work (the production shape for
 // a cache much larger than RAM). Its write buffers are Config.BlobcacheDirectWriteBuffer (the
-// driver's default is 4 MiB: with reads on the device too, smaller batches queue less ahead of
-// them, and no Put waited for a buffer; see BENCHMARKS.md).
+// driver's default is 3 MiB, two 1 MiB blobs a batch: with reads on the device too, smaller
+// batches queue less ahead of them, and a sweep found no throughput in larger ones; see
+// BENCHMARKS.md).
 func openBlobcacheDirect(cfg Config) (Engine, error) { return openProd(cfg, true) }
 
 func openProd(cfg Config, directReads bool) (Engine, error) {

@@ -52,7 +52,8 @@ type Config struct {
 	// BlobcacheBuffer is blobcache-prod's WriteBufferSize in bytes (0: a seventh of the budget).
 	BlobcacheBuffer int64 `json:"blobcache_buffer"`
 	// BlobcacheDirectBuffer is blobcache-direct's WriteBufferSize in bytes (0: a seventh of the
-	// budget).
+	// budget). The default, 3 MiB, is the smallest size of a sweep (2, 3, 4, 6 MiB, data bigger
+	// than RAM; BENCHMARKS.md) whose throughput matched the larger sizes' with few Puts waiting.
 	BlobcacheDirectBuffer int64 `json:"blobcache_direct_buffer,omitempty"`
 	// BlobcacheRead is the BlobCache engines' read path: engine.ReadAt or engine.Reader.
 	BlobcacheRead string `json:"blobcache_read"`
@@ -76,7 +77,7 @@ func DefaultConfig() Config {
 		IOKeys: []int64{1 << 20, 3 << 20, 9 << 20}, IOValue: 1 << 10, IOGets: 20000, IOWarmup: 20000,
 		CapKeys: 5_000_000, CapMin: 100, CapMax: 500, CapGets: 10000, CapHot: 10000,
 		Deadline:       1800,
-		RocksDBL0Files: engine.SeedL0Files, BlobcacheBuffer: 16 << 20, BlobcacheDirectBuffer: 4 << 20, BlobcacheRead: engine.ReadAt,
+		RocksDBL0Files: engine.SeedL0Files, BlobcacheBuffer: 16 << 20, BlobcacheDirectBuffer: 3 << 20, BlobcacheRead: engine.ReadAt,
 	}
 }
 
