@@ -3,6 +3,8 @@ package bitset
 import (
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/internal/hugemem"
 )
 
 const (
@@ -11,7 +13,7 @@ const (
 	// page boundary, so that the kernel can back them with huge pages: a
 	// random probe into a set of tens of MiB then misses the TLB far less
 	// often.
-	HugePageBytes = 2 << 20
+	HugePageBytes = hugemem.PageBytes
 
 	// HugeMinBytes is the smallest set sized in huge pages. Below it a set is
 	// exact (whole words): it spans few 4 KiB pages, so TLB misses are rare

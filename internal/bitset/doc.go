@@ -10,7 +10,7 @@
 //   - On Linux, a set of HugeMinBytes or more starts on a 2 MiB boundary, so
 //     each of its huge pages is one page the kernel can back with a single
 //     TLB entry, and is advised with MADV_HUGEPAGE before first touch
-//     (bitset_linux.go); its heap allocation is up to 2 MiB larger than the
+//     (package hugemem); its heap allocation is up to 2 MiB larger than the
 //     set, for the alignment. Elsewhere it is allocated plainly.
 //   - Bits are only ever set, one atomic OR per word (never a
 //     compare-and-swap loop). Only StoreWord and Clear turn bits off.

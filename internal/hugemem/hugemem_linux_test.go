@@ -1,4 +1,4 @@
-package bitset
+package hugemem
 
 import (
 	"bufio"
@@ -9,27 +9,35 @@ import (
 	"unsafe"
 )
 
-// TestHugePageAdvice checks that a huge set's memory is advised as huge-page
-// memory: its mapping carries the "hg" flag (VM_HUGEPAGE) in
-// /proc/self/smaps. Whether the kernel then backs it with huge pages depends
-// on its settings and on free memory, so AnonHugePages is only logged.
+// TestHugePageAdvice checks that Slice's memory starts on a huge page boundary and is advised as
+// huge-page memory: its mapping carries the "hg" flag (VM_HUGEPAGE) in /proc/self/smaps. Whether
+// the kernel then backs it with huge pages depends on its settings and on free memory, so
+// AnonHugePages is only logged.
 func TestHugePageAdvice(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {
 		t.Skipf("no transparent huge pages: %v", err)
 	}
-	s := New(8 * HugePageBytes * 8) // 16 MiB
-	for i := range s.Words() {
-		s.OrWord(i, 1) // touch every page
-	}
-	start := uintptr(unsafe.Pointer(&s.words[0]))
-	flags, anonHuge, err := smapsEntry(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("THP %s; mapping at %#x: VmFlags %s; AnonHugePages %s", strings.TrimSpace(string(mode)), start, flags, anonHuge)
-	if !strings.Contains(" "+flags+" ", " hg ") {
-		t.Errorf("mapping of the set lacks the hg flag: VmFlags %q", flags)
+	for _, n := range []int{1, 3 << 20, 16 << 20} {
+		b := Slice[byte](n)
+		if len(b) != n {
+			t.Fatalf("Slice(%d): %d bytes", n, len(b))
+		}
+		for i := 0; i < n; i += 4096 {
+			b[i] = 1 // touch every page
+		}
+		start := uintptr(unsafe.Pointer(&b[0]))
+		if start%PageBytes != 0 {
+			t.Errorf("Slice(%d) starts at %#x, not on a huge page boundary", n, start)
+		}
+		flags, anonHuge, err := smapsEntry(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("THP %s; %d bytes at %#x: VmFlags %s; AnonHugePages %s", strings.TrimSpace(string(mode)), n, start, flags, anonHuge)
+		if !strings.Contains(" "+flags+" ", " hg ") {
+			t.Errorf("mapping of Slice(%d) lacks the hg flag: VmFlags %q", n, flags)
+		}
 	}
 }
 
