@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -452,6 +453,19 @@ func (c *Cache) openRecord(s *segHandle, recOff int64, h uint64, key []byte, loc
 	}
 	return r, openHit
 }
+
+// NewReadBuffer returns n zeroed bytes for ReadAt to read values into. Any memory works with
+// ReadAt; this memory makes direct reads (WithDirectIOReads) cheaper for the device. It starts on
+// a 2 MiB boundary and is advised to the kernel as transparent huge-page memory (Linux), so a
+// value that is read in place (see WithDirectIOReads) lands in physically contiguous memory and
+// the device fills it with one request. On 4 KiB pages a 1 MiB value is 256 pieces of memory,
+// more than one request may carry on many devices, so it takes two (see BENCHMARKS.md, "Direct
+// reads into huge pages").
+//
+// Huge pages are resident 2 MiB at a time: to give several readers buffers, cut them from one
+// call at multiples of 4 KiB rather than call once per reader. The memory belongs to the garbage
+// collector like any slice's.
+func NewReadBuffer(n int) []byte { return hugemem.Slice[byte](n) }
 
 // ReadAt reads the bytes [off, off+len(p)) of the blob stored under key into p, without
 // allocating. It returns ErrNotFound for a missing key, and io.EOF with the bytes that exist
