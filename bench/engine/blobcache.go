@@ -125,6 +125,9 @@ func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, 
 
 func (e *blobcacheEngine) Put(key, value []byte) error { return e.c.Put(key, value) }
 
+// ReadBuffer implements ReadBufferer.
+func (e *blobcacheEngine) ReadBuffer(n int) []byte { return blobcache.NewReadBuffer(n) }
+
 func (e *blobcacheEngine) Get(key, buf []byte) (int, bool, error) {
 	if e.readAt {
 		return e.getReadAt(key, buf)

@@ -31,6 +31,15 @@ type Engine interface {
 	Counters() map[string]int64
 }
 
+// ReadBufferer is implemented by an engine that wants the buffers Get reads into to come from
+// it, as a program using it would allocate them: BlobCache hands out huge-page memory
+// (blobcache.NewReadBuffer), so that a direct read of a value is one device request. Other
+// engines copy into the buffer and get plain Go memory. n is the bytes for every goroutine's
+// buffer together.
+type ReadBufferer interface {
+	ReadBuffer(n int) []byte
+}
+
 // Setting is one configuration value of an engine.
 type Setting struct {
 	Name  string `json:"name"`

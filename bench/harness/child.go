@@ -23,6 +23,7 @@ type child struct {
 	eng           engine.Engine
 	payload       *workload.Payload
 	bufSize       int
+	readBufs      [][]byte // one per goroutine, made by readBuffers
 	res           *PhaseResult
 }
 
