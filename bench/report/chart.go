@@ -5,6 +5,7 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -95,6 +96,10 @@ func bars(title, ylabel string, names []string, vals []float64) (*plot.Plot, err
 		p.Add(bc)
 	}
 	p.NominalX(names...)
+	// Engine names are longer than a bar is wide: slanted, six of them do not run into each other.
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
 	p.Y.Min = 0
 	return p, nil
 }
