@@ -459,8 +459,8 @@ func (c *Cache) openRecord(s *segHandle, recOff int64, h uint64, key []byte, loc
 // a 2 MiB boundary and is advised to the kernel as transparent huge-page memory (Linux), so a
 // value that is read in place (see WithDirectIOReads) lands in physically contiguous memory and
 // the device fills it with one request. On 4 KiB pages a 1 MiB value is 256 pieces of memory,
-// more than one request may carry on many devices, so it takes two (see BENCHMARKS.md, "Direct
-// reads into huge pages").
+// more than one request may carry on many devices, so it takes two (docs/DESIGN.md, "Direct
+// reads", has the figures).
 //
 // Huge pages are resident 2 MiB at a time: to give several readers buffers, cut them from one
 // call at multiples of 4 KiB rather than call once per reader. The memory belongs to the garbage

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"fmt"
-	"github.com/seed57392e9e/blobcache/bench/engine"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/hist"
 	"github.com/seed57392e9e/blobcache/bench/procfs"
 	"github.com/seed57392e9e/blobcache/bench/workload"
