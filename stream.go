@@ -209,10 +209,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	cw := chunkWriter{c: c, s: s, first: *first, spare: *spare, buf: *first}
 	if s.lead > 0 {
 		// The lead pad, as reserve wrote it: rewriting it with chunk 0 changes nothing on disk.
-		var ph [record.HeaderSize]byte
-		(&record.Header{Kind: record.KindPad, ValueLen: uint32(s.lead - record.HeaderSize)}).Encode(ph[:], nil)
-		cw.emit(ph[:])
-		cw.zeros(int(s.lead - record.HeaderSize))
+		cw.pad(s.lead)
 	}
 	cw.used += record.HeaderSize // the header goes in last, in chunk 0 (valueLead sees to it)
 	cw.emit(key)
@@ -239,10 +236,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 		left -= int64(len(dst))
 	}
 	if pad := s.length - s.lead - n; pad > 0 {
-		var ph [record.HeaderSize]byte
-		(&record.Header{Kind: record.KindPad, ValueLen: uint32(pad - record.HeaderSize)}).Encode(ph[:], nil)
-		cw.emit(ph[:])
-		cw.zeros(int(pad - record.HeaderSize))
+		cw.pad(pad)
 	}
 	cw.flush()
 	if cw.err != nil {
@@ -322,6 +316,14 @@ func (w *chunkWriter) zeros(n int) {
 	}
 }
 
+// pad lays out a pad record of n bytes.
+func (w *chunkWriter) pad(n int64) {
+	var ph [record.HeaderSize]byte
+	record.EncodePadHeader(ph[:], n)
+	w.emit(ph[:])
+	w.zeros(int(n - record.HeaderSize))
+}
+
 // next ends the current chunk, which is full: chunk 0 is kept, a later one is written; filling
 // goes on in spare.
 func (w *chunkWriter) next() {
@@ -393,9 +395,9 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 		pad = make([]byte, lead+record.HeaderSize)
 	}
 	if lead > 0 {
-		(&record.Header{Kind: record.KindPad, ValueLen: uint32(lead - record.HeaderSize)}).Encode(pad[:record.HeaderSize], nil)
+		record.EncodePad(pad[:lead])
 	}
-	(&record.Header{Kind: record.KindPad, ValueLen: uint32(length - lead - record.HeaderSize)}).Encode(pad[lead:lead+record.HeaderSize], nil)
+	record.EncodePadHeader(pad[lead:], length-lead) // only the header: a scan steps over a pad by its length
 	if err := s.seg.active.Write([][]byte{pad}, s.base); err != nil {
 		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
 		// what finds the records placed after it.

@@ -184,10 +184,18 @@ func PadLen(off, align int64) int64 {
 // bytes: a header with ValueLen len(dst)-HeaderSize, then zeros. It panics
 // if dst is shorter than HeaderSize or longer than a record can be.
 func EncodePad(dst []byte) {
-	if len(dst) < HeaderSize || int64(len(dst))-HeaderSize > math.MaxUint32 {
-		panic(fmt.Sprintf("record: EncodePad: %d bytes cannot hold one pad record", len(dst)))
-	}
-	h := Header{Kind: KindPad, ValueLen: uint32(len(dst) - HeaderSize)}
-	h.Encode(dst, nil)
+	EncodePadHeader(dst, int64(len(dst)))
 	clear(dst[HeaderSize:])
+}
+
+// EncodePadHeader writes into dst[:HeaderSize] the header of a pad record
+// of n bytes in all, for a pad whose body is written elsewhere or not at
+// all (a scan steps over a pad by its length). It panics if n is shorter than HeaderSize or longer than
+// a record can be.
+func EncodePadHeader(dst []byte, n int64) {
+	if n < HeaderSize || n-HeaderSize > math.MaxUint32 {
+		panic(fmt.Sprintf("record: %d bytes cannot hold one pad record", n))
+	}
+	h := Header{Kind: KindPad, ValueLen: uint32(n - HeaderSize)}
+	h.Encode(dst, nil)
 }

@@ -188,6 +188,25 @@ func TestEncodePad(t *testing.T) {
 	}
 }
 
+// A pad header alone describes a pad longer than the bytes at hand (stream.go's reservation).
+func TestEncodePadHeader(t *testing.T) {
+	b := bytes.Repeat([]byte{0xee}, HeaderSize+8)
+	EncodePadHeader(b, 1<<20)
+	h, _, err := Decode(b)
+	if err != nil || h.Kind != KindPad || h.Len() != 1<<20 {
+		t.Fatalf("pad header decodes as %+v, %v; want a pad of 1 MiB", h, err)
+	}
+	if !bytes.Equal(b[HeaderSize:], bytes.Repeat([]byte{0xee}, 8)) {
+		t.Error("EncodePadHeader wrote past the header")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a pad shorter than a header did not panic")
+		}
+	}()
+	EncodePadHeader(b, HeaderSize-1)
+}
+
 func TestSegmentHeader(t *testing.T) {
 	h := SegmentHeader{Version: Version, Flags: SegmentFlagDirect, ID: 123456, Created: 1700000000000000000}
 	valid := make([]byte, 4096)
