@@ -1,16 +1,19 @@
 // Package procfs reads the Linux figures the benchmark reports: a process's I/O counters
 // (/proc/<pid>/io), the block devices' counters (/proc/diskstats), a process's memory
-// (/proc/<pid>/status), and which device holds a directory. The parsers take an io.Reader so
-// tests feed them fixtures from testdata/.
+// (/proc/<pid>/status) and CPU time (/proc/<pid>/stat, for a process other than this one), and
+// which device holds a directory. The parsers take an io.Reader so tests feed them fixtures from
+// testdata/.
 package procfs
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // IO is /proc/<pid>/io: what a process asked of the kernel and what reached storage.
@@ -167,6 +170,61 @@ func ParseStatus(r io.Reader) (Memory, error) {
 
 // ReadMemory reads /proc/self/status.
 func ReadMemory() (Memory, error) { return readFile("/proc/self/status", ParseStatus) }
+
+// ReadMemoryOf reads /proc/<pid>/status: the memory of another process (a server under test).
+func ReadMemoryOf(pid int) (Memory, error) {
+	return readFile(fmt.Sprintf("/proc/%d/status", pid), ParseStatus)
+}
+
+// CPU is the CPU time a process used.
+type CPU struct {
+	User time.Duration `json:"user_ns"`
+	Sys  time.Duration `json:"sys_ns"`
+}
+
+// Seconds is user plus system time, in seconds.
+func (c CPU) Seconds() float64 { return (c.User + c.Sys).Seconds() }
+
+// Sub returns c - o.
+func (c CPU) Sub(o CPU) CPU { return CPU{c.User - o.User, c.Sys - o.Sys} }
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: fixed at 100 by the Linux ABI,
+// whatever the kernel's own tick rate.
+const userHZ = 100
+
+// ParseStat returns the user and system time in /proc/<pid>/stat (fields 14 and 15).
+func ParseStat(r io.Reader) (CPU, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return CPU{}, err
+	}
+	// Field 2 is the command name in parentheses, which may hold spaces and parentheses
+	// itself: the fields that follow start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return CPU{}, fmt.Errorf("procfs: stat without a command name: %q", b)
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3
+	if len(f) < 13 {
+		return CPU{}, fmt.Errorf("procfs: stat has %d fields after the command name", len(f))
+	}
+	var ticks [2]int64
+	for j := range ticks {
+		n, err := strconv.ParseInt(f[11+j], 10, 64)
+		if err != nil {
+			return CPU{}, fmt.Errorf("procfs: stat field %d: %w", 14+j, err)
+		}
+		ticks[j] = n
+	}
+	tick := time.Second / userHZ
+	return CPU{User: time.Duration(ticks[0]) * tick, Sys: time.Duration(ticks[1]) * tick}, nil
+}
+
+// ReadCPUOf reads the CPU time of process pid from /proc/<pid>/stat, in ticks of 10 ms. For
+// the calling process, ReadCPU is finer.
+func ReadCPUOf(pid int) (CPU, error) {
+	return readFile(fmt.Sprintf("/proc/%d/stat", pid), ParseStat)
+}
 
 // ParseUevent returns DEVNAME from a /sys/dev/block/<major>:<minor>/uevent file.
 func ParseUevent(r io.Reader) (string, error) {

@@ -33,18 +33,6 @@ func DropCaches() error {
 	return err
 }
 
-// CPU is the CPU time a process used.
-type CPU struct {
-	User time.Duration `json:"user_ns"`
-	Sys  time.Duration `json:"sys_ns"`
-}
-
-// Seconds is user plus system time, in seconds.
-func (c CPU) Seconds() float64 { return (c.User + c.Sys).Seconds() }
-
-// Sub returns c - o.
-func (c CPU) Sub(o CPU) CPU { return CPU{c.User - o.User, c.Sys - o.Sys} }
-
 // ReadCPU returns the calling process's CPU time (getrusage RUSAGE_SELF).
 func ReadCPU() CPU {
 	var ru syscall.Rusage

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func open(t *testing.T, name string) *os.File {
@@ -87,6 +88,22 @@ func TestParseStatus(t *testing.T) {
 	}
 }
 
+func TestParseStat(t *testing.T) {
+	// The fixture's command name holds spaces and parentheses.
+	got, err := ParseStat(open(t, "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (CPU{User: 12340 * time.Millisecond, Sys: 5670 * time.Millisecond}); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for _, in := range []string{"", "1 (x) S 1 2 3\n", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 x 5 0 0\n"} {
+		if _, err := ParseStat(strings.NewReader(in)); err == nil {
+			t.Errorf("ParseStat(%q) accepted it", in)
+		}
+	}
+}
+
 func TestParseUevent(t *testing.T) {
 	got, err := ParseUevent(open(t, "uevent"))
 	if err != nil || got != "vda" {
@@ -107,6 +124,12 @@ func TestLive(t *testing.T) {
 	}
 	if m, err := ReadMemory(); err != nil || m.RSS <= 0 || m.PeakRSS < m.RSS {
 		t.Errorf("memory %+v, %v", m, err)
+	}
+	if m, err := ReadMemoryOf(os.Getpid()); err != nil || m.RSS <= 0 {
+		t.Errorf("memory of pid %d: %+v, %v", os.Getpid(), m, err)
+	}
+	if c, err := ReadCPUOf(os.Getpid()); err != nil || c.User < 0 || c.Sys < 0 {
+		t.Errorf("CPU of pid %d: %+v, %v", os.Getpid(), c, err)
 	}
 	dev, err := DeviceOf(t.TempDir())
 	if err != nil {

@@ -1,4 +1,4 @@
-package bench
+package memcached
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/seed57392e9e/blobcache/bench/hist"
 )
 
 // Workload describes one load run.
@@ -21,15 +23,16 @@ type Workload struct {
 	Seed      uint64
 }
 
-// Result is what a run measured.
+// Result is what a run measured; mcbench load prints it as JSON.
 type Result struct {
 	Elapsed            time.Duration
 	Ops, Gets, Sets    uint64
 	Hits, Misses       uint64
 	Errors, WrongBytes uint64
 	FirstError         string `json:",omitempty"`
-	GetLatency         Histogram
-	SetLatency         Histogram
+	// Latencies are client-side, from the request's first byte sent to the reply's last read.
+	GetLatency hist.Summary
+	SetLatency hist.Summary
 }
 
 // OpsPerSec is the throughput of the run.
@@ -94,6 +97,7 @@ func Run(ctx context.Context, w Workload) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.Duration)
 	defer cancel()
 	results := make([]Result, w.Conns)
+	getLat, setLat := make([]*hist.Histogram, w.Conns), make([]*hist.Histogram, w.Conns)
 	conns := make([]*Conn, w.Conns)
 	for g := range conns {
 		c, err := Dial(w.Addr, 30*time.Second)
@@ -102,14 +106,16 @@ func Run(ctx context.Context, w Workload) (*Result, error) {
 		}
 		defer c.Close()
 		conns[g] = c
+		getLat[g], setLat[g] = hist.New(), hist.New()
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := range w.Conns {
-		wg.Go(func() { worker(ctx, w, conns[g], uint64(g), &results[g]) })
+		wg.Go(func() { worker(ctx, w, conns[g], uint64(g), &results[g], getLat[g], setLat[g]) })
 	}
 	wg.Wait()
 	total := &Result{Elapsed: time.Since(start)}
+	get, set := hist.New(), hist.New()
 	for i := range results {
 		r := &results[i]
 		total.Ops += r.Ops
@@ -122,13 +128,16 @@ func Run(ctx context.Context, w Workload) (*Result, error) {
 		if total.FirstError == "" {
 			total.FirstError = r.FirstError
 		}
-		total.GetLatency.Merge(&r.GetLatency)
-		total.SetLatency.Merge(&r.SetLatency)
+		get.Merge(getLat[i])
+		set.Merge(setLat[i])
 	}
+	total.GetLatency, total.SetLatency = get.Summarize(), set.Summarize()
 	return total, nil
 }
 
-func worker(ctx context.Context, w Workload, c *Conn, id uint64, res *Result) {
+// worker runs operations on c until ctx ends, counting them in res and timing them into get
+// and set, all three its own.
+func worker(ctx context.Context, w Workload, c *Conn, id uint64, res *Result, get, set *hist.Histogram) {
 	rng := rand.New(rand.NewPCG(w.Seed, id))
 	val := make([]byte, w.ValueSize)
 	buf := make([]byte, w.ValueSize+2)
@@ -147,7 +156,7 @@ func worker(ctx context.Context, w Workload, c *Conn, id uint64, res *Result) {
 			}
 			t := time.Now()
 			v, hit, err := c.Get(k, buf)
-			res.GetLatency.Record(time.Since(t))
+			get.Record(time.Since(t))
 			res.Gets++
 			switch {
 			case err != nil:
@@ -165,7 +174,7 @@ func worker(ctx context.Context, w Workload, c *Conn, id uint64, res *Result) {
 			fillValue(val, i, rng.Uint64())
 			t := time.Now()
 			err := c.Set(key(i), val)
-			res.SetLatency.Record(time.Since(t))
+			set.Record(time.Since(t))
 			res.Sets++
 			if err != nil {
 				fail(err)

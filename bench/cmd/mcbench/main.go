@@ -7,7 +7,7 @@
 //
 // compare starts each server as a child process, preloads it, and runs each workload from a
 // load process of its own (mcbench load), sampling the server's CPU time and RSS from /proc
-// meanwhile. The logic lives in package bench.
+// meanwhile. The load generator lives in package memcached; the /proc readers in package procfs.
 package main
 
 import (
@@ -29,8 +29,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/bench/memcached"
+	"github.com/seed57392e9e/blobcache/bench/procfs"
 	"github.com/seed57392e9e/blobcache/server"
-	"github.com/seed57392e9e/blobcache/server/bench"
 )
 
 func main() {
@@ -38,25 +39,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve [flags]")
 		os.Exit(2)
 	}
-	var err error
-	switch os.Args[1] {
-	case "compare":
-		err = compare(os.Args[2:])
-	case "load":
-		err = load(os.Args[2:])
-	case "serve":
-		err = serve(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown command %q", os.Args[1])
-	}
-	if err != nil {
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "mcbench:", err)
 		os.Exit(1)
 	}
 }
 
-func workloadFlags(fl *flag.FlagSet) *bench.Workload {
-	w := &bench.Workload{}
+// run runs one subcommand; the tests call it in the child processes they start.
+func run(cmd string, args []string) error {
+	switch cmd {
+	case "compare":
+		return compare(args)
+	case "load":
+		return load(args)
+	case "serve":
+		return serve(args)
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func workloadFlags(fl *flag.FlagSet) *memcached.Workload {
+	w := &memcached.Workload{}
 	fl.StringVar(&w.Addr, "addr", "127.0.0.1:11211", "server address")
 	fl.IntVar(&w.Keys, "keys", 100_000, "keys in the data set")
 	fl.IntVar(&w.ValueSize, "value-size", 4096, "value size in bytes")
@@ -76,13 +79,13 @@ func load(args []string) error {
 	fl.Parse(args)
 	ctx := context.Background()
 	if *preloadOnly {
-		d, err := bench.Preload(ctx, *w)
+		d, err := memcached.Preload(ctx, *w)
 		if err != nil {
 			return err
 		}
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{"preload": d.String()})
 	}
-	r, err := bench.Run(ctx, *w)
+	r, err := memcached.Run(ctx, *w)
 	if err != nil {
 		return err
 	}
@@ -136,7 +139,7 @@ type size struct {
 
 type row struct {
 	size, mix, server string
-	res               *bench.Result
+	res               *memcached.Result
 	cpu, loadCPU      float64 // cores
 	rssMax, rssEnd    int64
 	preload           string
@@ -148,7 +151,7 @@ func compare(args []string) error {
 	duration := fl.Duration("duration", 15*time.Second, "measured length of each run")
 	smallKeys := fl.Int("small-keys", 250_000, "keys of 4 KiB")
 	largeKeys := fl.Int("large-keys", 1000, "keys of 1 MiB")
-	memcached := fl.String("memcached", "memcached", "memcached binary")
+	memcachedBin := fl.String("memcached", "memcached", "memcached binary")
 	memcachedMem := fl.String("memcached-mem", "256,4096", "memcached -m values (MiB) to run, comma-separated")
 	blobcacheCmd := fl.String("blobcache-cmd", "", "command line of the BlobCache server, with {dir} and {addr} (default: mcbench serve)")
 	fl.Parse(args)
@@ -184,7 +187,7 @@ func compare(args []string) error {
 			if os.Geteuid() == 0 {
 				a = append(a, "-u", "root")
 			}
-			return exec.Command(*memcached, a...), nil
+			return exec.Command(*memcachedBin, a...), nil
 		}})
 	}
 	sizes := []size{{"4 KiB", 4 << 10, *smallKeys, 32}, {"1 MiB", 1 << 20, *largeKeys, 8}}
@@ -220,13 +223,13 @@ func compare(args []string) error {
 			fmt.Fprintf(os.Stderr, "%s, %s: preloaded %d keys in %s\n", sk.name, sz.name, sz.keys, pre["preload"])
 			for _, mx := range mixes {
 				r := row{size: sz.name, mix: mx.name, server: sk.name, preload: pre["preload"]}
-				before, err := bench.SampleProc(cmd.Process.Pid)
+				before, err := procfs.ReadCPUOf(cmd.Process.Pid)
 				if err != nil {
 					return err
 				}
 				stopSampling := sampleRSS(cmd.Process.Pid, &r.rssMax)
 				t0 := time.Now()
-				var res bench.Result
+				var res memcached.Result
 				loadCPU, err := runLoad(self, append(base, "-duration", duration.String(), "-miss-ratio", fmt.Sprint(mx.missRatio)), &res)
 				wall := time.Since(t0)
 				stopSampling()
@@ -234,14 +237,18 @@ func compare(args []string) error {
 					cmd.Process.Kill()
 					return fmt.Errorf("%s %s %s: %w", sk.name, sz.name, mx.name, err)
 				}
-				after, err := bench.SampleProc(cmd.Process.Pid)
+				after, err := procfs.ReadCPUOf(cmd.Process.Pid)
+				if err != nil {
+					return err
+				}
+				mem, err := procfs.ReadMemoryOf(cmd.Process.Pid)
 				if err != nil {
 					return err
 				}
 				r.res = &res
-				r.cpu = (after.CPU - before.CPU).Seconds() / wall.Seconds()
+				r.cpu = after.Sub(before).Seconds() / wall.Seconds()
 				r.loadCPU = loadCPU.Seconds() / wall.Seconds()
-				r.rssEnd = after.RSS
+				r.rssEnd = mem.RSS
 				rows = append(rows, r)
 				fmt.Fprintf(os.Stderr, "%s %s %s: %.0f ops/s, %d errors, %d wrong\n", sk.name, sz.name, mx.name, res.OpsPerSec(), res.Errors, res.WrongBytes)
 			}
@@ -285,8 +292,8 @@ func sampleRSS(pid int, peak *int64) (stop func()) {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if s, err := bench.SampleProc(pid); err == nil {
-				*peak = max(*peak, s.RSS)
+			if m, err := procfs.ReadMemoryOf(pid); err == nil {
+				*peak = max(*peak, m.RSS)
 			}
 			select {
 			case <-done:
@@ -340,17 +347,18 @@ func report(w io.Writer, rows []row, d time.Duration, workdir string) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %.1f%% | %.2f | %.2f | %s | %s |\n",
 			r.size, r.mix, r.server, res.OpsPerSec(),
-			us(res.GetLatency.Quantile(0.5)), us(res.GetLatency.Quantile(0.99)), us(res.GetLatency.Quantile(0.999)),
-			us(res.SetLatency.Quantile(0.5)), us(res.SetLatency.Quantile(0.99)),
+			us(res.GetLatency.P50Us), us(res.GetLatency.P99Us), us(res.GetLatency.P999Us),
+			us(res.SetLatency.P50Us), us(res.SetLatency.P99Us),
 			100*hit, r.cpu, r.loadCPU, mib(r.rssMax), errs)
 	}
 }
 
-func us(d time.Duration) string {
-	if d >= 10*time.Millisecond {
-		return fmt.Sprintf("%.1f ms", d.Seconds()*1e3)
+// us formats a latency given in microseconds (as hist.Summary holds them).
+func us(v float64) string {
+	if v >= 10e3 {
+		return fmt.Sprintf("%.1f ms", v/1e3)
 	}
-	return fmt.Sprintf("%.0f µs", d.Seconds()*1e6)
+	return fmt.Sprintf("%.0f µs", v)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
