@@ -596,19 +596,6 @@ func (c *Cache) readAt(h uint64, key []byte, loc index.Loc, p []byte, off int64)
 	return len(want), openHit, nil
 }
 
-// readFull reads r into p like io.ReadFull, but reports a short blob as io.EOF.
-func readFull(r *Reader, p []byte) (int, error) {
-	n, err := io.ReadFull(r, p)
-	r.Close()
-	switch {
-	case err == io.ErrUnexpectedEOF || (err == io.EOF && len(p) > 0):
-		return n, io.EOF
-	case err != nil:
-		return n, err
-	}
-	return n, nil
-}
-
 // BlobInfo describes a stored blob without its bytes.
 type BlobInfo struct {
 	Size        int64     // bytes of the value

@@ -130,6 +130,3 @@ func Describe(name string) string { return registry[name].desc }
 
 // mib formats a byte count in MiB for settings.
 func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
-
-// mibf formats a byte count in MiB with two decimals, for sizes that are not whole MiB.
-func mibf(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

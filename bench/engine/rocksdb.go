@@ -139,3 +139,6 @@ func (e *rocksEngine) Counters() map[string]int64 {
 	}
 	return out
 }
+
+// mibf formats a byte count in MiB with two decimals, for sizes that are not whole MiB.
+func mibf(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

@@ -357,7 +357,7 @@ func flipValueByte(t *testing.T, dir, key string, value []byte) (file string, re
 		if i < 0 {
 			continue
 		}
-		if bytes.Index(b[i+1:], value) >= 0 {
+		if bytes.Contains(b[i+1:], value) {
 			t.Fatalf("value found twice in %s", path)
 		}
 		b[i+len(value)/2] ^= 0x5a

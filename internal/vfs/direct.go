@@ -113,7 +113,7 @@ func (r *DirectReader) readvDirect(bufs [][]byte, off int64, total int, b *bounc
 					return false
 				}
 				iov[nv] = bounce[used : used+gap]
-				nv, used = nv+1, used+gap
+				nv++
 			}
 			iov[nv], direct[nv] = q[midStart-pos:midEnd-pos], true
 			nv++
@@ -129,7 +129,7 @@ func (r *DirectReader) readvDirect(bufs [][]byte, off int64, total int, b *bounc
 			return false
 		}
 		iov[nv] = bounce[used : used+gap]
-		nv, used = nv+1, used+gap
+		nv++
 	}
 	// A short read is the end of the file or an error. A direct read that stops at the end of
 	// the file inside a vector is continued at an unaligned offset, which the kernel refuses, so
