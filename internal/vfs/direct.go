@@ -113,7 +113,7 @@ func (r *DirectReader) readvDirect(bufs [][]byte, off int64, total int, b *bounc
 					return false
 				}
 				iov[nv] = bounce[used : used+gap]
-				nv++
+				nv, used = nv+1, used+gap
 			}
 			iov[nv], direct[nv] = q[midStart-pos:midEnd-pos], true
 			nv++

@@ -113,6 +113,9 @@ func TestDirectReaderInPlace(t *testing.T) {
 	}{
 		{"header and value", [][]byte{hk, value[:1<<20-100]}, valueOff - 40},
 		{"unaligned both ends", [][]byte{value[123 : 1<<20-5]}, valueOff + 123},
+		// Two buffers read in place, each with bounce blocks before its middle: the bounce
+		// blocks of the second must not reuse those of the first.
+		{"two in place", [][]byte{AlignedBuffer(16384)[100 : 100+10000], AlignedBuffer(16384)[10100%DirectIOAlignment : 10100%DirectIOAlignment+10000]}, 100},
 	} {
 		for _, b := range tc.bufs {
 			clear(b)
