@@ -105,9 +105,17 @@ func New(path string, opts ...Option) (*Cache, error) {
 	}
 	c.loadBloom(stamp)
 	if o.MaxSize > 0 && !o.PerBlobFiles {
-		c.evict(o.MaxSize)
+		if err := c.evict(o.MaxSize); err != nil {
+			c.closeSegments()
+			c.lock.Close()
+			return nil, err
+		}
 	} else if o.MaxSize > 0 {
-		c.evictBlobs(o.MaxSize)
+		if err := c.evictBlobs(o.MaxSize); err != nil {
+			c.closeSegments()
+			c.lock.Close()
+			return nil, err
+		}
 	}
 	c.w = newWriter(c)
 	if len(c.lost) > 0 {
@@ -424,6 +432,8 @@ func (c *Cache) Close() error {
 		var errs []error
 		if c.stats.flushErrors.Load() > failed {
 			errs = append(errs, c.w.lastError())
+		} else if err := c.w.brokenErr(); err != nil {
+			errs = append(errs, err) // writes were refused: what was accepted before may be lost
 		}
 		if err := c.saveBloom(); err != nil {
 			errs = append(errs, err)

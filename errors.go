@@ -30,4 +30,9 @@ var (
 	// ErrWriteFailed is returned by Put and friends after a background flush failed (for example
 	// with ENOSPC); the blobs of the failed batch are forgotten. It wraps the I/O error.
 	ErrWriteFailed = errors.New("blobcache: write failed")
+	// ErrOutrun is returned by a PutFrom (or a Put of a value larger than WriteBufferSize) that
+	// was still writing into the oldest segment when that segment had to be evicted to stay
+	// under MaxSize, and held the eviction back for a second: its reader was too slow. Nothing
+	// of the value is stored; the rest of it was read and dropped. The cache is fine.
+	ErrOutrun = errors.New("blobcache: value outrun by eviction")
 )

@@ -30,8 +30,10 @@ const (
 // the field. Build one with the With* functions passed to New, or fill it and pass WithOptions.
 type Options struct {
 	// MaxSize bounds the disk space of the segments, in bytes. When a new segment would take the
-	// cache past it, the oldest segments are evicted whole (FIFO). Disk usage stays at or under
-	// MaxSize plus one segment. 0 means unlimited. If set it must be at least 2*SegmentSize
+	// cache past it, the oldest segments are evicted whole (FIFO). Disk usage is at most MaxSize
+	// right after a new segment is created and at most MaxSize plus one segment at any moment; a
+	// write that needs a new segment while the oldest one is still being sealed waits for the
+	// seal (Stats.RoomWaits). 0 means unlimited. If set it must be at least 2*SegmentSize
 	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	MaxSize int64
 

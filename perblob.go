@@ -103,9 +103,13 @@ func (c *Cache) writeBlobFiles(j *flushJob) error {
 	return nil
 }
 
-// commitBlobs applies a written batch in per-blob mode. It runs on the commit goroutine.
+// commitBlobs applies a written batch in per-blob mode. It runs on the commit goroutine. A file
+// of an overwritten or deleted blob that cannot be removed (or, with Fsync, whose removal cannot
+// be made durable) would bring the blob back on the next open: that is reported like a failed
+// batch, to the next caller (with Fsync, to the Delete itself, which drains).
 func (c *Cache) commitBlobs(j *flushJob) {
 	dirs := map[string]struct{}{}
+	var errs []error
 	for i, e := range j.b.Entries() {
 		var old index.Loc
 		var had bool
@@ -123,18 +127,27 @@ func (c *Cache) commitBlobs(j *flushJob) {
 		}
 		if had {
 			dirs[filepath.Dir(c.blobPath(e.Hash, locSeq(old)))] = struct{}{}
-			c.removeBlob(e.Hash, old)
+			if err := c.removeBlob(e.Hash, old); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if c.opts.Fsync {
 		// A Delete that returned must not come back after a crash.
 		for d := range dirs {
-			_ = c.opts.fs.SyncDir(d)
+			if err := c.opts.fs.SyncDir(d); err != nil {
+				errs = append(errs, fmt.Errorf("blobcache: sync %s: %w", d, err))
+			}
 		}
 	}
 	c.stats.flushes.Add(1)
 	if c.opts.MaxSize > 0 {
-		c.evictBlobs(c.opts.MaxSize)
+		if err := c.evictBlobs(c.opts.MaxSize); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		c.w.failed(errors.Join(errs...))
 	}
 }
 
@@ -147,10 +160,14 @@ func (c *Cache) forgetBlobFiles(j *flushJob) {
 	}
 }
 
-func (c *Cache) removeBlob(h uint64, loc index.Loc) {
-	if err := c.opts.fs.Remove(c.blobPath(h, locSeq(loc))); err == nil || errors.Is(err, os.ErrNotExist) {
+// removeBlob removes the file of the blob at loc; one already gone is not an error.
+func (c *Cache) removeBlob(h uint64, loc index.Loc) error {
+	err := c.opts.fs.Remove(c.blobPath(h, locSeq(loc)))
+	if err == nil || errors.Is(err, os.ErrNotExist) {
 		c.diskBytes.Add(-blobSize(loc.Length))
+		return nil
 	}
+	return fmt.Errorf("blobcache: remove blob file: %w", err)
 }
 
 // fifoEntry is a blob file in write order, for eviction.
@@ -160,14 +177,19 @@ type fifoEntry struct {
 }
 
 // evictBlobs removes the oldest blob files until the disk space is at most limit. Entries of
-// blobs overwritten or deleted since are skipped (their files are already gone).
-func (c *Cache) evictBlobs(limit int64) {
+// blobs overwritten or deleted since are skipped (their files are gone already). A file that
+// cannot be removed stays counted; the error is returned.
+func (c *Cache) evictBlobs(limit int64) error {
+	var errs []error
 	for c.diskBytes.Load() > limit && c.fifoHead < len(c.fifo) {
 		e := c.fifo[c.fifoHead]
 		c.fifoHead++
 		if cur, ok := c.idx.Get(e.h); ok && cur == e.loc {
 			c.idx.Delete(e.h)
-			c.removeBlob(e.h, e.loc)
+			if err := c.removeBlob(e.h, e.loc); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			c.stats.evictions.Add(1)
 			c.stats.evictedBytes.Add(uint64(blobSize(e.loc.Length)))
 		}
@@ -176,6 +198,7 @@ func (c *Cache) evictBlobs(limit int64) {
 		c.fifo = append(c.fifo[:0:0], c.fifo[c.fifoHead:]...)
 		c.fifoHead = 0
 	}
+	return errors.Join(errs...)
 }
 
 // recoverBlobs rebuilds the index from the names of the blob files. Of several files of one

@@ -36,33 +36,16 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 	c.sealers.Add(1)
 	work := func() {
 		defer c.sealers.Done()
+		err := c.sealSegment(s, footer, dataEnd)
 		// Marked sealed even if the footer cannot be written, so eviction can still take it
 		// (the segment is then recovered by scanning on the next open).
-		defer s.sealed.Store(true)
-		size, err := int64(0), s.f.Sync()
-		if err == nil {
-			s.synced.Store(true)
-			size, err = s.active.Seal(footer, dataEnd)
-		}
+		s.sealed.Store(true)
 		if err != nil {
-			err = fmt.Errorf("blobcache: seal segment %d: %w", s.id, err)
 			c.stats.flushErrors.Add(1)
 			c.noteCorruption(err)
-			c.w.mu.Lock()
-			c.w.lastErr = err
-			c.w.mu.Unlock()
-			return
 		}
-		if fi, err := s.f.Stat(); err == nil {
-			size = vfs.AllocatedBytes(fi)
-		}
-		c.segs.mu.Lock()
-		if c.segs.table.Load().get(s.id) == s {
-			c.diskBytes.Add(size - s.disk.Swap(size))
-		}
-		c.segs.mu.Unlock()
-		s.sealed.Store(true)
-		c.reclaim() // records freed while s was active may be punched now
+		c.w.sealed(err) // a rotation may be waiting to evict s
+		c.reclaim()     // records freed while s was active may be punched now
 	}
 	if c.opts.Fsync {
 		work()
@@ -71,48 +54,90 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 	}
 }
 
-// evict removes the oldest sealed segments, whole, until the disk space is at most limit.
-func (c *Cache) evict(limit int64) {
-	for c.diskBytes.Load() > limit && c.evictOldest() {
+// sealSegment syncs the data of s, writes its footer and counts its sealed size.
+func (c *Cache) sealSegment(s *segHandle, footer []record.Entry, dataEnd int64) error {
+	err := s.f.Sync()
+	var size int64
+	if err == nil {
+		s.synced.Store(true)
+		size, err = s.active.Seal(footer, dataEnd)
 	}
+	if err != nil {
+		return fmt.Errorf("blobcache: seal segment %d: %w", s.id, err)
+	}
+	if fi, err := s.f.Stat(); err == nil {
+		size = vfs.AllocatedBytes(fi)
+	}
+	c.segs.mu.Lock()
+	if c.segs.table.Load().get(s.id) == s {
+		c.diskBytes.Add(size - s.disk.Swap(size))
+	}
+	c.segs.mu.Unlock()
+	return nil
+}
+
+// evict removes the oldest sealed segments, whole, until the disk space is at most limit.
+func (c *Cache) evict(limit int64) error {
+	for c.diskBytes.Load() > limit {
+		evicted, err := c.evictOldest()
+		if err != nil || !evicted {
+			return err
+		}
+	}
+	return nil
 }
 
 // evictOldestSealed evicts the oldest segment, waiting a moment for a seal in progress (sealing
 // runs on its own goroutine); false if there is nothing to evict.
-func (c *Cache) evictOldestSealed() bool {
+func (c *Cache) evictOldestSealed() (bool, error) {
 	for range 100 {
-		if c.evictOldest() {
-			return true
+		if evicted, err := c.evictOldest(); evicted || err != nil {
+			return evicted, err
 		}
 		s := c.segs.table.Load().oldest()
 		if s == nil || !s.sealing.Load() {
-			return false // nothing sealed, nor being sealed
+			return false, nil // nothing sealed, nor being sealed
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return false
+	return false, nil
 }
 
-// evictOldest evicts the oldest sealed segment, if there is one.
-func (c *Cache) evictOldest() bool {
+// evictOldest evicts the oldest segment if it is sealed. Segments go strictly oldest first: a
+// newer one may hold the tombstone or the newer record that hides a record of an older one, and
+// must not be gone while the older one is still there, on disk or after a crash.
+func (c *Cache) evictOldest() (bool, error) {
 	c.segs.mu.Lock()
 	defer c.segs.mu.Unlock()
 	s := c.segs.table.Load().oldest()
 	if s == nil || !s.sealed.Load() {
-		return false
+		return false, nil
 	}
-	c.evictSegment(s)
-	return true
+	err := c.evictSegment(s)
+	return c.segs.table.Load().get(s.id) != s, err
 }
 
-// evictSegment drops every index entry that points into s, unpublishes s and removes its file.
-// Readers holding a reference keep reading the unlinked file; its space is freed when the last
-// of them is done. The caller holds c.segs.mu.
-func (c *Cache) evictSegment(s *segHandle) {
-	hashes, err := c.segmentHashes(s)
-	if err != nil {
+// evictSegment removes the file of s (and, with Fsync, makes the removal durable), then drops
+// every index entry that points into s and unpublishes it. Readers holding a reference keep
+// reading the unlinked file; its space is freed when the last of them is done. If the file
+// cannot be removed, nothing changes and the error is returned; if its removal cannot be made
+// durable, s is evicted all the same (its file is gone) and the error is returned. The caller
+// holds c.segs.mu.
+func (c *Cache) evictSegment(s *segHandle) error {
+	path := filepath.Join(c.segDir, segment.FileName(s.id))
+	hashes, herr := c.segmentHashes(s) // before the removal: reading the footer may need the name
+	if err := c.opts.fs.Remove(path); err != nil {
+		return fmt.Errorf("blobcache: evict segment %d: %w", s.id, err)
+	}
+	var syncErr error
+	if c.opts.Fsync {
+		if err := c.opts.fs.SyncDir(c.segDir); err != nil {
+			syncErr = fmt.Errorf("blobcache: evict segment %d: sync %s: %w", s.id, c.segDir, err)
+		}
+	}
+	if herr != nil {
 		// No footer to read: find the entries the slow way.
-		c.noteCorruption(fmt.Errorf("blobcache: evict segment %d: %w", s.id, err))
+		c.noteCorruption(fmt.Errorf("blobcache: evict segment %d: %w", s.id, herr))
 		hashes = hashes[:0]
 		c.idx.Range(func(h uint64, loc index.Loc) bool {
 			if loc.Segment == s.id {
@@ -125,15 +150,12 @@ func (c *Cache) evictSegment(s *segHandle) {
 		c.idx.DeleteIf(h, s.id)
 	}
 	c.segs.remove(s)
-	path := filepath.Join(c.segDir, segment.FileName(s.id))
-	if err := c.opts.fs.Remove(path); err == nil && c.opts.Fsync {
-		_ = c.opts.fs.SyncDir(c.segDir)
-	}
 	disk := s.disk.Load()
 	c.diskBytes.Add(-disk)
 	c.stats.evictions.Add(1)
 	c.stats.evictedBytes.Add(uint64(disk))
 	s.unref()
+	return syncErr
 }
 
 // segmentHashes lists the key hashes of the puts in sealed segment s, from its footer.

@@ -19,6 +19,8 @@ type Stats struct {
 	Puts                uint64
 	Deletes             uint64
 	PutWaits            uint64 // times a Put waited for a write buffer (backpressure)
+	RoomWaits           uint64 // times a write waited for the oldest segment's seal to evict it under MaxSize
+	StreamsOutrun       uint64 // PutFrom calls that failed with ErrOutrun
 
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
@@ -54,6 +56,7 @@ type counters struct {
 	stripes [numStripes]counterStripe
 
 	puts, deletes, putWaits               atomic.Uint64
+	roomWaits, streamsOutrun              atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -70,6 +73,8 @@ func (c *Cache) Stats() Stats {
 		Puts:          c.stats.puts.Load(),
 		Deletes:       c.stats.deletes.Load(),
 		PutWaits:      c.stats.putWaits.Load(),
+		RoomWaits:     c.stats.roomWaits.Load(),
+		StreamsOutrun: c.stats.streamsOutrun.Load(),
 		Flushes:       c.stats.flushes.Load(),
 		FlushedBytes:  c.stats.flushedBytes.Load(),
 		FlushTime:     time.Duration(c.stats.flushNanos.Load()),

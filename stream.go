@@ -7,6 +7,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -81,9 +82,6 @@ func (c *Cache) putChunk(b *[]byte) {
 	}
 }
 
-// errStreamSuperseded says a newer Put or Delete of the key was placed while the value streamed.
-var errStreamSuperseded = errors.New("superseded")
-
 // stream is a PutFrom between its reservation and its publication. Fields are guarded by
 // writer.mu.
 type stream struct {
@@ -97,7 +95,28 @@ type stream struct {
 	// the stream then goes into the index only after that batch commits, through the
 	// pipeline. Otherwise endStream puts it in the index at once.
 	ordered bool
+	// evicting says the segment became the oldest and a rotation has waited streamGrace to
+	// evict it: the stream stops writing at its next chunk and releases the segment
+	// (ErrOutrun). Read by the filling goroutine without mu.
+	evicting atomic.Bool
 }
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// maxStreamLag is how many jobs a PutFrom may leave in the pipeline ahead of the commit
+// goroutine when it returns without waiting for its own publication. It bounds the pipeline's
+// queues when one goroutine streams values back to back (see jobQueue).
+const maxStreamLag = 64
 
 // PutFrom stores under key the next size bytes read from r. Values up to StreamThreshold are
 // read into a buffer and written like Put; larger ones are written to disk as they are read, at
@@ -173,11 +192,22 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32)
 	if err != nil {
 		return err
 	}
-	entry, err := c.fillStream(s, &hdr, key, r, n, want)
+	cr := &countingReader{r: r}
+	entry, err := c.fillStream(s, &hdr, key, cr, n, want)
 	if err == nil {
 		c.bloomAdd(h)
 	}
 	wait, err := c.w.endStream(s, entry, err)
+	if errors.Is(err, ErrOutrun) {
+		// The segment is released (endStream) and may be evicted; the rest of the value is
+		// read and thrown away, so that the caller's stream (a memcached data block, say)
+		// stays in step.
+		c.stats.streamsOutrun.Add(1)
+		if _, rerr := io.CopyN(io.Discard, cr, size-cr.n); rerr != nil {
+			return fmt.Errorf("%w; then: blobcache: read value: %w", err, rerr)
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -222,6 +252,9 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	for left := int64(hdr.ValueLen); left > 0 && cw.err == nil; {
 		if c.closed.Load() {
 			return record.Entry{}, ErrClosed
+		}
+		if s.evicting.Load() {
+			return record.Entry{}, fmt.Errorf("%w: segment %d is due for eviction", ErrOutrun, s.seg.id)
 		}
 		dst := cw.room()
 		dst = dst[:min(int64(len(dst)), left)]
@@ -356,28 +389,44 @@ func (w *chunkWriter) flush() {
 func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil, ErrClosed
+	for {
+		if w.closed {
+			return nil, ErrClosed
+		}
+		if w.broken != nil {
+			return nil, w.broken
+		}
+		w.writeForgotten()
+		// An older record of the key in the open batch is cut first, so it is placed before
+		// the stream (the stream is then ordered, below).
+		if w.open != nil {
+			if _, ok := w.open.Lookup(h, key, false); ok {
+				if err := w.cut(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		ready, err := w.makeRoom(length, 1)
+		if err != nil {
+			return nil, err
+		}
+		if ready {
+			break
+		}
 	}
-	w.writeForgotten()
-	// An older record of the key in an unflushed batch makes the stream ordered (see
-	// endStream); if that batch is the open one, it is cut, so the older record is placed first.
+	// From here on mu is held throughout: nothing is placed between the checks above and the
+	// reservation.
 	ordered := false
 	for _, b := range *w.live.Load() {
 		if _, ok := b.Lookup(h, key, false); ok {
 			ordered = true
-			if b == w.open {
-				if err := w.cut(); err != nil {
-					return nil, err
-				}
-			}
 			break
 		}
 	}
 	w.supersede(h, key)
 	footer := int64(record.EntrySize)
-	if w.active == nil || w.active == w.poisoned ||
-		w.activeEnd+length+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
+	if !w.fits(length, 1) {
 		if err := w.rotate(); err != nil {
 			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 		}
@@ -458,13 +507,16 @@ func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (wait uint6
 		} else {
 			w.c.indexStream(e, seg.id)
 			job.indexed = true
+			if job.seq > maxStreamLag {
+				wait = job.seq - maxStreamLag
+			}
 		}
-		w.toWrite <- job
+		w.toWrite.push(job)
 	}
 	if seg.streams == 0 && seg.sealDeferred {
 		seg.sealDeferred = false
 		w.nextSeq++
-		w.toWrite <- &flushJob{seq: w.nextSeq, seg: seg, seal: true, base: seg.sealBase}
+		w.toWrite.push(&flushJob{seq: w.nextSeq, seg: seg, seal: true, base: seg.sealBase})
 	}
 	if fillErr != nil {
 		return 0, fillErr

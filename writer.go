@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/invariants"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -23,9 +24,22 @@ import (
 // batch. In-order commit is what makes "the later Put wins" and "a Delete wins over the Put
 // before it" hold even though batches are written out of order.
 //
-// Backpressure: at most MaxInflightBatches+1 batches exist (one open, the rest in flight). A Put
-// that needs a batch when all are in flight waits on writer.cond until the commit goroutine
-// recycles one.
+// Lock order: writer.mu, then segments.mu, then segHandle.mu or Cache.reclaimMu; writer.commitMu
+// and the two job queues' locks are leaves (nothing is taken while they are held). The commit
+// goroutine and the seal goroutines take writer.mu, so nothing may wait for them with writer.mu
+// held except through writer.cond, whose Wait releases it. In particular no send into the
+// pipeline ever blocks: the job queues have no capacity to run out of (see jobQueue for why
+// they stay small).
+//
+// Backpressure, always applied before writer.mu is taken or through writer.cond:
+//   - at most MaxInflightBatches+1 batches exist (one open, the rest in flight); a Put that
+//     needs a batch when all are in flight waits on writer.cond until the commit goroutine
+//     recycles one;
+//   - a PutFrom waits for its publication to be committed once more than maxStreamLag
+//     publications are ahead of the commit goroutine (putFromStream);
+//   - with MaxSize, a cut or reservation that needs a new segment waits on writer.cond until
+//     the oldest segment is sealed and can be evicted (makeRoom), so the disk holds at most
+//     MaxSize right after a rotation and at most MaxSize plus one segment at any moment.
 
 // flushJob is one unit of the ordered pipeline: a batch to write, or a segment to seal once
 // every batch placed in it before is committed.
@@ -60,6 +74,12 @@ type writer struct {
 	failErr   error      // a flush error not yet reported to a caller
 	lastErr   error      // the last flush error
 	poisoned  *segHandle // a segment with a failed batch in it: seal it before anything else
+	broken    error      // set once, for good: every write is refused with it (breakLocked)
+	// roomWait is the segment makeRoom waits to see sealed, and since when.
+	roomWait struct {
+		seg   *segHandle
+		since time.Time
+	}
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
 	forgotten [][]byte
@@ -76,8 +96,10 @@ type writer struct {
 	// Replaced (copy on write) under mu; read without locks.
 	live atomic.Pointer[[]*batch.Batch]
 
-	toWrite chan *flushJob
-	done    chan *flushJob
+	// toWrite feeds the flush workers; done carries their finished jobs to the commit
+	// goroutine. Pushes never block (see jobQueue).
+	toWrite *jobQueue
+	done    *jobQueue
 
 	commitMu   sync.Mutex
 	commitCond *sync.Cond
@@ -92,8 +114,8 @@ func newWriter(c *Cache) *writer {
 	n := c.opts.MaxInflightBatches
 	w := &writer{
 		c:       c,
-		toWrite: make(chan *flushJob, 2*n+8),
-		done:    make(chan *flushJob, 2*n+8),
+		toWrite: newJobQueue(),
+		done:    newJobQueue(),
 		stop:    make(chan struct{}),
 	}
 	w.cond = sync.NewCond(&w.mu)
@@ -115,6 +137,9 @@ func newWriter(c *Cache) *writer {
 func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool) (accepted bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.broken != nil {
+		return false, w.broken
+	}
 	// An earlier batch that failed is reported once, to this caller, but this record is still
 	// taken: the error says writes are failing and blobs were lost, not that this one was.
 	var earlier error
@@ -207,53 +232,183 @@ func (w *writer) openBatch() (*batch.Batch, error) {
 }
 
 // cut seals the open batch, places it in the active segment (rotating to a new segment when it
-// does not fit) and queues it for a flush worker. The caller holds mu.
+// does not fit) and queues it for a flush worker. The caller holds mu; cut may release it while
+// it waits for room under MaxSize, but never once it has taken the batch, so batches are placed
+// in the order they were cut.
 func (w *writer) cut() error {
-	b := w.open
-	if b == nil || b.Len() == 0 {
-		return nil
+	for {
+		b := w.open
+		if b == nil || b.Len() == 0 {
+			return nil
+		}
+		if w.c.opts.PerBlobFiles {
+			w.open = nil
+			_, n := b.Seal()
+			w.nextSeq++
+			count := uint64(b.Len())
+			w.toWrite.push(&flushJob{seq: w.nextSeq, b: b, length: n, seqBase: w.c.blobSeq.Add(count) - count + 1})
+			return nil
+		}
+		ready, err := w.makeRoom(b.SealedSize(), b.Len())
+		if err != nil {
+			return err
+		}
+		if ready {
+			break
+		}
 	}
+	b := w.open
 	w.open = nil
 	bufs, n := b.Seal()
-	if w.c.opts.PerBlobFiles {
-		w.nextSeq++
-		count := uint64(b.Len())
-		w.toWrite <- &flushJob{seq: w.nextSeq, b: b, length: n, seqBase: w.c.blobSeq.Add(count) - count + 1}
-		return nil
-	}
-	footer := int64(b.Len()) * record.EntrySize
-	if w.active == nil || w.active == w.poisoned ||
-		w.activeEnd+n+w.footerLen+footer+record.TrailerSize > w.c.opts.SegmentSize {
+	if !w.fits(n, b.Len()) {
 		if err := w.rotate(); err != nil {
 			// The batch cannot be placed. It still goes through the ordered pipeline, failed,
 			// so that forgetting its keys happens after the batches before it are committed.
 			err = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 			w.nextSeq++
-			w.toWrite <- &flushJob{seq: w.nextSeq, b: b, length: n, err: err}
+			w.toWrite.push(&flushJob{seq: w.nextSeq, b: b, length: n, err: err})
 			return err
 		}
 	}
 	w.nextSeq++
 	job := &flushJob{seq: w.nextSeq, b: b, seg: w.active, base: w.activeEnd, bufs: bufs, length: n}
 	w.activeEnd += n
-	w.footerLen += footer
-	w.toWrite <- job
+	w.footerLen += int64(b.Len()) * record.EntrySize
+	w.toWrite.push(job)
 	return nil
 }
 
-// rotate queues the seal of the active segment, makes room under MaxSize and creates the next
+// fits reports whether n more bytes of records, with entries footer entries, go in the active
 // segment. The caller holds mu.
+func (w *writer) fits(n int64, entries int) bool {
+	return w.active != nil && w.active != w.poisoned &&
+		w.activeEnd+n+w.footerLen+int64(entries)*record.EntrySize+record.TrailerSize <= w.c.opts.SegmentSize
+}
+
+// makeRoom makes sure that, if placing n bytes of records with entries footer entries needs a
+// new segment, the segment can be created without the disk going over MaxSize: it evicts the
+// oldest sealed segments until the disk (the active segment counted at its sealed size) is at
+// most MaxSize less one segment. When the oldest segment is not sealed yet (its seal is still
+// in the pipeline, or waits for a PutFrom writing into it), makeRoom waits on cond (releasing
+// mu; see waitForSeal) and returns false: the caller must look at the writer's state again,
+// since other goroutines may have run. The caller holds mu.
+//
+// An eviction whose removal is not durable breaks the writer (see breakLocked); the error is
+// returned.
+func (w *writer) makeRoom(n int64, entries int) (ready bool, err error) {
+	c := w.c
+	if c.opts.MaxSize == 0 || w.fits(n, entries) {
+		return true, nil
+	}
+	limit := c.opts.MaxSize - c.opts.SegmentSize
+	var shrink int64 // what the active segment gives back when it is sealed
+	if w.active != nil {
+		shrink = w.active.disk.Load() - w.activeFinal()
+	}
+	for c.diskBytes.Load()-shrink > limit {
+		if w.broken != nil {
+			// No eviction may follow one that failed (see breakLocked).
+			return false, w.broken
+		}
+		evicted, err := c.evictOldest()
+		if err != nil {
+			return false, w.breakLocked(err)
+		}
+		if evicted {
+			continue
+		}
+		oldest := c.segs.table.Load().oldest()
+		if oldest == nil || oldest == w.active {
+			// Only the active segment is left: with MaxSize at least two segments (Validate)
+			// this cannot be over the limit.
+			return true, nil
+		}
+		w.waitForSeal(oldest)
+		return false, nil
+	}
+	w.roomWait.seg = nil
+	return true, nil
+}
+
+// streamGrace is how long a rotation waits for the PutFrom calls still writing into the oldest
+// segment before it tells them to give up (ErrOutrun), so that a reader that stalls cannot
+// hold every other write back for longer.
+const streamGrace = time.Second
+
+// waitForSeal waits on cond (releasing mu) for a seal to end, the oldest segment's seal being
+// the one makeRoom needs. If PutFrom calls still writing into that segment hold its seal back
+// for streamGrace, they are told to give up. The caller holds mu.
+func (w *writer) waitForSeal(oldest *segHandle) {
+	rw := &w.roomWait
+	now := time.Now()
+	if rw.seg != oldest {
+		rw.seg, rw.since = oldest, now
+		w.c.stats.roomWaits.Add(1)
+	}
+	if oldest.streams > 0 {
+		if now.Sub(rw.since) >= streamGrace {
+			for _, s := range w.streams {
+				if s.seg == oldest {
+					s.evicting.Store(true)
+				}
+			}
+		} else {
+			// Wake up to look again when the grace ends, sealed or not.
+			time.AfterFunc(streamGrace-now.Sub(rw.since), func() {
+				w.mu.Lock()
+				w.cond.Broadcast()
+				w.mu.Unlock()
+			})
+		}
+	}
+	w.cond.Wait()
+}
+
+// activeFinal is the size the active segment will have once sealed. The caller holds mu.
+func (w *writer) activeFinal() int64 {
+	return w.activeEnd + w.footerLen + record.TrailerSize
+}
+
+// breakLocked makes the writer refuse every further write with err, for good: after a segment
+// file could not be removed, or its removal not made durable, evicting the next one could leave
+// a newer segment gone and an older one back after a crash, and with it a value that was
+// deleted or overwritten. Reads go on; reopening the cache recovers. The caller holds mu.
+func (w *writer) breakLocked(err error) error {
+	if w.broken == nil {
+		if !errors.Is(err, ErrWriteFailed) {
+			err = fmt.Errorf("%w: %w", ErrWriteFailed, err)
+		}
+		w.broken = err
+		w.lastErr = err
+		w.c.stats.flushErrors.Add(1)
+	}
+	return w.broken
+}
+
+// brokenErr is the error the writer refuses writes with, or nil.
+func (w *writer) brokenErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.broken
+}
+
+// rotate queues the seal of the active segment and creates the next one. makeRoom made room for
+// it under MaxSize. The caller holds mu.
 func (w *writer) rotate() error {
 	w.sealActive()
 	c := w.c
-	if c.opts.MaxSize > 0 {
-		c.evict(c.opts.MaxSize - c.opts.SegmentSize)
-	}
 	id := c.nextSegmentID.Add(1)
 	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
 		segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
 	// A full disk: make room by evicting the oldest segments, as MaxSize would, and try again.
-	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && c.evictOldestSealed(); tries++ {
+	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
+		evicted, eerr := c.evictOldestSealed()
+		if eerr != nil {
+			w.breakLocked(eerr)
+		}
+		if !evicted {
+			break
+		}
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
 		a, err = segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
 			segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
@@ -271,6 +426,9 @@ func (w *writer) rotate() error {
 	s.refs.Store(1)
 	s.disk.Store(c.opts.SegmentSize)
 	c.diskBytes.Add(c.opts.SegmentSize)
+	if invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > c.opts.MaxSize {
+		panic(fmt.Sprintf("blobcache: %d bytes on disk after a rotation, MaxSize %d", c.diskBytes.Load(), c.opts.MaxSize))
+	}
 	c.segs.mu.Lock()
 	c.segs.add(s)
 	c.segs.mu.Unlock()
@@ -287,7 +445,7 @@ func (w *writer) sealActive() {
 		// Count the segment at the size it will have once sealed (its preallocated tail is
 		// cut off then), so that the eviction that makes room for the next segment keeps the
 		// disk under MaxSize plus one segment even while the seal is still running.
-		final := w.activeEnd + w.footerLen + record.TrailerSize
+		final := w.activeFinal()
 		w.c.diskBytes.Add(final - w.active.disk.Swap(final))
 		if w.active.streams > 0 {
 			// A streamed record is still being written: its last stream queues the seal.
@@ -295,7 +453,7 @@ func (w *writer) sealActive() {
 			w.active.sealBase = w.activeEnd
 		} else {
 			w.nextSeq++
-			w.toWrite <- &flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd}
+			w.toWrite.push(&flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd})
 		}
 		if w.poisoned == w.active {
 			w.poisoned = nil
@@ -337,11 +495,36 @@ func (w *writer) drain(consume bool) error {
 	if consume {
 		w.failErr = nil // reported here, not again by the next Put
 	}
+	broken := w.broken
 	w.mu.Unlock()
+	if broken != nil {
+		return broken
+	}
 	if w.c.stats.flushErrors.Load() == before && !pending {
 		return nil
 	}
 	return w.lastError()
+}
+
+// failed reports err, from a durable step of the commit goroutine, like a failed batch: to the
+// next caller (Put, Delete, Flush) and in Stats.FlushErrors.
+func (w *writer) failed(err error) {
+	w.c.stats.flushErrors.Add(1)
+	w.mu.Lock()
+	w.failErr = err
+	w.lastErr = err
+	w.mu.Unlock()
+}
+
+// sealed notes the end of a segment's seal (err says whether it failed) and wakes a rotation
+// waiting in makeRoom to evict it.
+func (w *writer) sealed(err error) {
+	w.mu.Lock()
+	if err != nil {
+		w.lastErr = err
+	}
+	w.cond.Broadcast()
+	w.mu.Unlock()
 }
 
 // lastError is the last flush error, wrapped in ErrWriteFailed.
@@ -364,7 +547,11 @@ func (w *writer) waitCommitted(seq uint64) {
 
 func (w *writer) flushWorker() {
 	defer w.workers.Done()
-	for job := range w.toWrite {
+	for {
+		job, ok := w.toWrite.pop()
+		if !ok {
+			return
+		}
 		if job.b != nil && job.err == nil {
 			start := time.Now()
 			if w.c.opts.PerBlobFiles {
@@ -374,7 +561,7 @@ func (w *writer) flushWorker() {
 			}
 			w.c.stats.flushNanos.Add(uint64(time.Since(start)))
 		}
-		w.done <- job
+		w.done.push(job)
 	}
 }
 
@@ -383,7 +570,11 @@ func (w *writer) commitLoop() {
 	defer w.wg.Done()
 	waiting := make(map[uint64]*flushJob)
 	next := uint64(1)
-	for job := range w.done {
+	for {
+		job, ok := w.done.pop()
+		if !ok {
+			return
+		}
 		waiting[job.seq] = job
 		for {
 			j, ok := waiting[next]
@@ -422,7 +613,9 @@ func (w *writer) commit(j *flushJob) {
 			// the forgetting durable is on disk, a crash brings it back through its footer,
 			// and it must come back whole.
 			if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
-				c.removeBlob(entries[i].Hash, old)
+				// The batch's failure is reported below; a file left behind is one more
+				// reason the forgetting may not last a restart, which finding 10 allows.
+				_ = c.removeBlob(entries[i].Hash, old)
 			}
 		}
 		c.stats.flushErrors.Add(1)
@@ -578,8 +771,8 @@ func (w *writer) close() {
 	w.mu.Unlock()
 	w.waitCommitted(target)
 	close(w.stop)
-	close(w.toWrite)
-	w.workers.Wait() // no worker can send on done after this
-	close(w.done)
+	w.toWrite.close()
+	w.workers.Wait() // no worker can push on done after this
+	w.done.close()
 	w.wg.Wait()
 }

@@ -180,6 +180,17 @@ func (b *Batch) push(p []byte) {
 	b.size += int64(len(p))
 }
 
+// SealedSize is the length Seal will return: the records and, in direct mode, the pad that
+// aligns them.
+func (b *Batch) SealedSize() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.sealed && b.direct {
+		return b.size + record.PadLen(b.size, vfs.DirectIOAlignment)
+	}
+	return b.size
+}
+
 // Seal ends the batch and returns the buffers to write and their total length. In direct mode
 // the stream is padded with a pad record to a multiple of the direct-I/O alignment.
 func (b *Batch) Seal() (bufs [][]byte, length int64) {
