@@ -36,10 +36,14 @@ type VerifyResult struct {
 // and does not need the cache to be closed (an active segment's unfinished tail is not an
 // error). progress, if not nil, is called with the bytes read so far and the total.
 func Verify(dir string, progress func(done, total int64)) (VerifyResult, error) {
-	fs := vfs.Default
+	return verify(vfs.Default, dir, progress)
+}
+
+// verify is Verify through fs. It opens every file read-only.
+func verify(fs vfs.FS, dir string, progress func(done, total int64)) (VerifyResult, error) {
 	var res VerifyResult
 	sd := filepath.Join(dir, segDir)
-	if _, err := os.Stat(filepath.Join(dir, identityFile)); err != nil {
+	if _, err := fs.Stat(filepath.Join(dir, identityFile)); err != nil {
 		return res, fmt.Errorf("%w: %s: %w", ErrNotBlobCache, dir, err)
 	}
 	ents, err := fs.ReadDir(sd)
@@ -124,7 +128,7 @@ func verifyBlobFile(fs vfs.FS, path string, res *VerifyResult) (int64, error) {
 // verifySegment checks one segment, appending what it finds to res, and returns the bytes read.
 func verifySegment(fs vfs.FS, dir string, id uint32, res *VerifyResult) (int64, error) {
 	path := filepath.Join(dir, segment.FileName(id))
-	f, size, err := segment.Open(fs, dir, id)
+	f, size, err := segment.OpenReadOnly(fs, dir, id)
 	if err != nil {
 		return 0, err
 	}

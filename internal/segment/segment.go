@@ -270,12 +270,22 @@ func checkEntries(entries []record.Entry, dataEnd int64) error {
 	return nil
 }
 
-// Open opens segment id in dir for reading (and writing, to seal it after
+// Open opens segment id in dir for reading and writing (to seal it after
 // recovery), checks its header block and that the header names id, and
 // returns the file with its size.
 func Open(fs vfs.FS, dir string, id uint32) (f vfs.File, size int64, err error) {
+	return open(fs, dir, id, os.O_RDWR)
+}
+
+// OpenReadOnly is Open for reading alone: it works on a read-only file
+// system and on files the caller may not write.
+func OpenReadOnly(fs vfs.FS, dir string, id uint32) (f vfs.File, size int64, err error) {
+	return open(fs, dir, id, os.O_RDONLY)
+}
+
+func open(fs vfs.FS, dir string, id uint32, flag int) (f vfs.File, size int64, err error) {
 	name := filepath.Join(dir, FileName(id))
-	file, err := fs.OpenFile(name, os.O_RDWR, 0)
+	file, err := fs.OpenFile(name, flag, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("segment: open: %w", err)
 	}
