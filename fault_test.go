@@ -868,3 +868,77 @@ func TestPerBlobTornNewerFileKeepsOlder(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncDirFaults: every directory sync on a durable path reports its failure. A directory
+// sync makes a creation, rename or removal survive a crash; one that fails silently lets a
+// promise made with Fsync (or a new cache's identity, or the saved filter) be undone by a crash
+// with nobody told. Each case fails the sync once (EIO) on one path and checks the error reaches
+// the caller, wrapping EIO. The eviction's sync has its own test
+// (TestEvictionSyncDirFailureBreaksWriter), as does a per-blob Delete's
+// (TestPerBlobDeleteSyncDirFailure).
+func TestSyncDirFaults(t *testing.T) {
+	syncFault := func(name string) *errorfs.Fault {
+		return &errorfs.Fault{Ops: errorfs.OpSyncDir, Name: name, Err: syscall.EIO, Times: 1}
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, fs *errorfs.FS, dir string) error
+	}{
+		{"identity of a new cache", func(t *testing.T, fs *errorfs.FS, dir string) error {
+			fs.Add(syncFault(filepath.Base(dir)))
+			c, err := New(dir, small(withFS(fs))...)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}},
+		{"segment creation with Fsync", func(t *testing.T, fs *errorfs.FS, dir string) error {
+			c := open(t, dir, small(withFS(fs), WithFsync(true))...)
+			defer c.Close()
+			fs.Add(syncFault(segDir))
+			if err := c.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+			return c.Flush()
+		}},
+		{"blob file with Fsync", func(t *testing.T, fs *errorfs.FS, dir string) error {
+			c := open(t, dir, small(withFS(fs), WithFsync(true), WithPerBlobFiles())...)
+			defer c.Close()
+			fs.Add(syncFault("??")) // the blob's directory, blobs/<hh>
+			if err := c.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+			return c.Flush()
+		}},
+		{"segments directory at Close with Fsync", func(t *testing.T, fs *errorfs.FS, dir string) error {
+			c := open(t, dir, small(withFS(fs), WithFsync(true))...)
+			if err := c.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+			if err := c.Flush(); err != nil {
+				return err
+			}
+			fs.Add(syncFault(segDir))
+			return c.Close()
+		}},
+		{"saved filter at Close", func(t *testing.T, fs *errorfs.FS, dir string) error {
+			c := open(t, dir, small(withFS(fs))...)
+			if err := c.Put([]byte("k"), []byte("v")); err != nil {
+				return err
+			}
+			fs.Add(syncFault(filepath.Base(dir))) // bloom.dat's rename
+			return c.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := faultyFS(t)
+			err := tc.run(t, fs, t.TempDir())
+			if fs.Injected() != 1 {
+				t.Fatalf("%d faults injected, want 1", fs.Injected())
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("a failed directory sync: %v, want an error wrapping EIO", err)
+			}
+		})
+	}
+}

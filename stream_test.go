@@ -501,3 +501,75 @@ func TestPutLargerThanBuffer(t *testing.T) {
 	defer c.Close()
 	expect(t, c, "big", v)
 }
+
+// slowReader yields v, at most step bytes at a time, sleeping pause before each read until
+// fast says otherwise: a client that uploads slowly.
+type slowReader struct {
+	v     []byte
+	step  int
+	pause time.Duration
+	fast  func() bool
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.v) == 0 {
+		return 0, io.EOF
+	}
+	if !r.fast() {
+		time.Sleep(r.pause)
+	}
+	n := copy(p[:min(len(p), r.step)], r.v)
+	r.v = r.v[n:]
+	return n, nil
+}
+
+// TestSlowPutFromOutrunByEviction: a PutFrom whose reader is slow still writes into its segment
+// when that segment becomes the oldest and must be evicted to stay under MaxSize. The rotation
+// waits for it for streamGrace, then the stream gives up with ErrOutrun, reads the rest of its
+// value and drops it; the writes behind it go on, and the disk never passes MaxSize plus one
+// segment.
+func TestSlowPutFromOutrunByEviction(t *testing.T) {
+	const seg, maxSize = 2 << 20, 8 << 20
+	c := open(t, t.TempDir(), small(WithMaxSize(maxSize), withPutChunk(8<<10))...)
+	defer c.Close()
+	slow := value("slow", 0, 1<<20)
+	outrun := make(chan error, 1)
+	go func() {
+		// 4 KiB every 20 ms (1 MiB would take 5 s) until the stream is outrun; then the rest,
+		// which the cache reads and drops, comes at once.
+		r := &slowReader{v: slow, step: 4 << 10, pause: 20 * time.Millisecond, fast: func() bool { return c.stats.streamsOutrun.Load() > 0 }}
+		outrun <- c.PutFrom([]byte("slow"), r, int64(len(slow)))
+	}()
+	reserved := func() bool {
+		c.w.mu.Lock()
+		defer c.w.mu.Unlock()
+		return len(c.w.streams) > 0
+	}
+	for !reserved() { // until the stream has its range
+		runtime.Gosched()
+	}
+	var most int64
+	for i := range 600 { // 18 MB behind it: its segment becomes the oldest and must go
+		k := fmt.Sprintf("k%d", i)
+		if err := c.Put([]byte(k), value(k, 0, 30000)); err != nil {
+			t.Fatalf("Put %d behind a slow PutFrom: %v", i, err)
+		}
+		most = max(most, c.Stats().DiskBytes)
+	}
+	if err := <-outrun; !errors.Is(err, ErrOutrun) {
+		t.Fatalf("the slow PutFrom: %v, want ErrOutrun", err)
+	}
+	expect(t, c, "slow", nil)
+	st := c.Stats()
+	if st.StreamsOutrun != 1 || st.RoomWaits == 0 {
+		t.Fatalf("StreamsOutrun %d, RoomWaits %d", st.StreamsOutrun, st.RoomWaits)
+	}
+	if most > maxSize+seg {
+		t.Fatalf("disk reached %.2fx MaxSize", float64(most)/maxSize)
+	}
+	// The cache goes on: a new value of the key is stored.
+	if err := c.PutFrom([]byte("slow"), bytes.NewReader(slow), int64(len(slow))); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, "slow", slow)
+}
