@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,8 +23,11 @@ var (
 	modelVariant = flag.Int("model.variant", -1, "options variant of TestModel (-1: chosen by the seed)")
 )
 
-// TestModel runs a seeded random sequence of Put, UnsafePut, Delete, Get, ReadAt, Drain, Close
-// and reopen, and crash and reopen, against a map. Replay a failure with -model.seed.
+// TestModel runs a seeded random sequence of Put, UnsafePut, PutFrom, Delete, Get, ReadAt, Drain,
+// Close and reopen, and crash and reopen, against a map. Values are mostly small, some around
+// and above WriteBufferSize (modelSize). In the variants that evict, the disk must be within
+// MaxSize plus one segment after every step. A watchdog fails a step that hangs. Replay a
+// failure with -model.seed.
 func TestModel(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
@@ -81,6 +85,29 @@ func TestModel(t *testing.T) {
 	}
 	var trace []string
 	var evicted uint64
+	bound := c.opts.MaxSize + c.opts.SegmentSize
+	checkDisk := func(step int) {
+		t.Helper()
+		// The counter Stats().DiskBytes returns, read alone: Stats also measures the bloom
+		// filter, which would cost more than the step.
+		if d := c.diskBytes.Load(); d > bound {
+			t.Fatalf("step %d: DiskBytes %d (%.2fx MaxSize), over MaxSize %d + SegmentSize %d",
+				step, d, float64(d)/float64(c.opts.MaxSize), c.opts.MaxSize, c.opts.SegmentSize)
+		}
+		if c.opts.PerBlobFiles {
+			return
+		}
+		d, err := segmentFilesAllocated(filepath.Join(dir, segDir))
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if d > bound {
+			t.Fatalf("step %d: the segment files take %d bytes (%.2fx MaxSize), over MaxSize %d + SegmentSize %d",
+				step, d, float64(d)/float64(c.opts.MaxSize), c.opts.MaxSize, c.opts.SegmentSize)
+		}
+	}
+	wd := startWatchdog(t, "steps", 0)
+	defer wd.stop()
 	defer func() {
 		if t.Failed() {
 			n := max(0, len(trace)-600)
@@ -88,13 +115,17 @@ func TestModel(t *testing.T) {
 		}
 	}()
 	for step := range steps {
+		wd.tick()
+		if evicts {
+			checkDisk(step)
+		}
 		k := fmt.Sprintf("key-%d", rng.IntN(keys))
 		op := rng.IntN(100)
 		trace = append(trace, fmt.Sprintf("%d: op %d %s (model has %d bytes)", step, op, k, len(model[k])))
 		switch {
 		case op < 35:
 			version++
-			v := value(k, version, rng.IntN(12000))
+			v := modelValue(k, version, modelSize(rng, c, len(k)))
 			var err error
 			switch rng.IntN(3) {
 			case 0:
@@ -140,12 +171,37 @@ func TestModel(t *testing.T) {
 			c = open(t, dir, opts...)
 		}
 	}
+	if evicts {
+		checkDisk(steps)
+	}
 	for k := range model {
+		wd.tick()
 		check(k)
 	}
 	if evicts && steps >= 2000 && evicted+c.Stats().Evictions == 0 {
 		t.Fatal("the eviction variant evicted nothing")
 	}
+}
+
+// modelSize returns the size of a value for a key of keyLen bytes: mostly below 12000 bytes,
+// one in ten around or above the write buffer (the largest value a batch takes, the smallest
+// that is streamed, exactly WriteBufferSize, up to 200 KiB), capped at the largest value c takes
+// (in the one-file-per-blob mode, the largest that a batch takes).
+func modelSize(rng *rand.Rand, c *Cache, keyLen int) int {
+	if rng.IntN(10) != 0 {
+		return rng.IntN(12000)
+	}
+	return sizeAroundBuffer(rng, c.opts.WriteBufferSize, keyLen, c.MaxValueSize(keyLen))
+}
+
+// modelValue is value(key, version, size), except that values past the write buffer are
+// mixedValue's, copied rather than drawn a byte at a time: making them would otherwise take
+// longer than putting them, under -race.
+func modelValue(key string, version, size int) []byte {
+	if size <= 12000 {
+		return value(key, version, size)
+	}
+	return mixedValue([]byte(key), version, size)
 }
 
 // gatedFS holds back every vectored write (a batch flush) while the gate is closed.

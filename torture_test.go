@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,15 +23,25 @@ import (
 )
 
 // Crash torture: a writer process (this test binary, re-executed as TestTortureChild) runs Put,
-// UnsafePut, Delete, Get, Drain, bloom rebuilds and (in some cycles) eviction at once, logging
-// every operation before and after it (internal/torture); the test kills it with SIGKILL at a
-// random moment, reopens the directory and checks every key ever written against the log:
-// every value byte for byte, everything acknowledged by a Drain that returned still there, no
-// Delete that returned undone, nothing older or torn. The directory carries over from cycle to
-// cycle, so recovery also recovers what earlier recoveries left.
+// UnsafePut, PutFrom, Delete, Get, Drain, bloom rebuilds and (in some cycles) eviction and a CPU
+// hog at once, logging every operation before and after it (internal/torture); the test kills it
+// with SIGKILL at a random moment, reopens the directory and checks every key ever written
+// against the log: every value byte for byte, everything acknowledged by a Drain that returned
+// still there, no Delete that returned undone, nothing older or torn. The directory carries over
+// from cycle to cycle, so recovery also recovers what earlier recoveries left. Values are mostly
+// small, some around and above the write buffer, so that batches and streamed records mix.
+//
+// Hangs. Every goroutine of the writer ticks a watchdog of its own (watchdog_test.go). Before
+// the kill the test asks the writer, on its stdin, to prove that every goroutine still makes
+// progress; the writer answers on stdout once each has ticked again. A goroutine that is stuck
+// never ticks: its watchdog prints every stack to the writer's stderr and exits with
+// watchdogExit, and the test fails with that output instead of killing a hung writer and
+// checking what it left as if nothing had happened. The test's own check of each cycle runs
+// under a watchdog too.
 //
 //	go test -run 'TestTorture$' -v .                       # CI: 20 cycles
 //	go test -run 'TestTorture$' -v -torture.cycles=500 .   # long run
+//	go test -run 'TestTorture$' -v -torture.run=10s -watchdog.stall=5s .   # long writer runs
 
 var (
 	tortureCycles = flag.Int("torture.cycles", 20, "crash cycles of TestTorture and TestTorturePerBlob")
@@ -55,12 +66,17 @@ type tortureConfig struct {
 	DirectReads  bool
 	Verify       bool
 	SkipList     bool
-	Evict        bool // run with a MaxSize the data outgrows
+	Evict        bool          // run with a MaxSize the data outgrows
+	Hog          int           // goroutines of CPU hog beside the writers (startCPUHog)
+	Stall        time.Duration // the writer's watchdogs fire after this long without progress
 }
+
+// tortureWriteBuffer is the writer's WriteBufferSize.
+const tortureWriteBuffer = 64 << 10
 
 func (tc tortureConfig) options(writer bool) []Option {
 	opts := []Option{
-		WithWriteBufferSize(64 << 10),
+		WithWriteBufferSize(tortureWriteBuffer),
 		WithSegmentSize(2 << 20),
 		WithExpectedBlobs(256), // outgrown: the filter drifts, and rebuilds
 		WithFsync(tc.Fsync),
@@ -92,6 +108,18 @@ func (tc tortureConfig) options(writer bool) []Option {
 
 func tortureKey(k uint32) []byte { return fmt.Appendf(nil, "torture-%05d", k) }
 
+// tortureValueSize is the size of the value of (key, version): torture.ValueSize's mostly small
+// sizes up to maxValue, but one value in eight around or above the write buffer: the largest a
+// batch takes, the smallest that is streamed (stream.go), exactly the buffer's size, and larger,
+// up to 200 KiB. Capped at limit, the largest value the cache takes.
+func tortureValueSize(k uint32, version uint64, maxValue int, limit int64) int {
+	r := rand.New(rand.NewPCG(uint64(k)<<32^version, 0x6c61726765))
+	if r.IntN(8) != 0 {
+		return torture.ValueSize(k, version, maxValue)
+	}
+	return sizeAroundBuffer(r, tortureWriteBuffer, len(tortureKey(k)), limit)
+}
+
 // TestTortureChild is the writer process of TestTorture; run on its own it does nothing.
 func TestTortureChild(t *testing.T) {
 	raw := os.Getenv(tortureEnv)
@@ -110,18 +138,23 @@ func TestTortureChild(t *testing.T) {
 	os.Exit(0)
 }
 
-// tortureWriter runs until it is killed (or a minute passes).
+// tortureWriter runs until it is killed (or a minute passes beyond its watchdogs' stall).
 func tortureWriter(cfg tortureConfig) error {
 	l, err := torture.CreateLog(cfg.Log)
 	if err != nil {
 		return err
 	}
+	opening := newWatchdog("torture writer: open", cfg.Stall)
 	c, err := New(cfg.Dir, cfg.options(true)...)
 	if err != nil {
 		return err
 	}
 	if _, err := c.Start(); err != nil {
 		return err
+	}
+	opening.stop()
+	if cfg.Hog > 0 {
+		startCPUHog(cfg.Hog) // until the kill
 	}
 	must := func(err error) {
 		if err != nil {
@@ -157,18 +190,26 @@ func tortureWriter(cfg tortureConfig) error {
 	}
 
 	const writers = 3
+	// A watchdog per goroutine (lane): a writer stuck in Put while the reader goes on is a hang.
+	var lanes []*watchdog
+	lane := func(name string) *watchdog {
+		wd := newWatchdog("torture writer: "+name, cfg.Stall)
+		lanes = append(lanes, wd)
+		return wd
+	}
 	for w := range writers {
+		wd := lane(fmt.Sprintf("writer %d", w))
 		go func() {
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
 			own := map[uint32]torture.State{} // what this run made each key hold
-			for {
+			for ; ; wd.tick() {
 				k := uint32(rng.IntN(cfg.Keys/writers)*writers + w)
 				key := tortureKey(k)
 				switch op := rng.IntN(100); {
 				case op < 60:
 					ver := version.Add(1)
 					latest[k].Store(ver)
-					v := torture.Value(k, ver, torture.ValueSize(k, ver, cfg.MaxValue))
+					v := torture.Value(k, ver, tortureValueSize(k, ver, cfg.MaxValue, c.MaxValueSize(len(key))))
 					must(l.Append(torture.Entry{Kind: torture.PutBegin, Key: k, Version: ver}))
 					var err error
 					switch {
@@ -215,9 +256,10 @@ func tortureWriter(cfg tortureConfig) error {
 		}()
 	}
 	// A reader of every key: a value must be whole and one that was written.
+	reader := lane("reader")
 	go func() {
 		rng := rand.New(rand.NewPCG(cfg.Seed, 100))
-		for {
+		for ; ; reader.tick() {
 			k := uint32(rng.IntN(cfg.Keys))
 			got, err := read(k)
 			if err != nil {
@@ -228,9 +270,10 @@ func tortureWriter(cfg tortureConfig) error {
 		}
 	}()
 	// Drains, and what they make durable.
+	drainer := lane("drainer")
 	go func() {
 		rng := rand.New(rand.NewPCG(cfg.Seed, 200))
-		for {
+		for ; ; drainer.tick() {
 			time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
 			n := version.Add(1)
 			must(l.Append(torture.Entry{Kind: torture.DrainBegin, Version: n}))
@@ -240,15 +283,42 @@ func tortureWriter(cfg tortureConfig) error {
 		}
 	}()
 	// Bloom rebuilds, more often than the background worker's once a second.
+	rebuilder := lane("bloom rebuilds")
 	go func() {
-		for {
+		for ; ; rebuilder.tick() {
 			time.Sleep(10 * time.Millisecond)
 			c.rebuildBloom()
 		}
 	}()
-	time.Sleep(time.Minute)
-	return errors.New("not killed within a minute")
+	// The parent's progress probe: answer once every lane has ticked since the question.
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() != tortureProbe {
+				continue
+			}
+			seen := make([]uint64, len(lanes))
+			for i, wd := range lanes {
+				seen[i] = wd.ticks.Load()
+			}
+			for i, wd := range lanes {
+				for wd.ticks.Load() == seen[i] {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			fmt.Println(tortureAlive)
+		}
+	}()
+	time.Sleep(cfg.Stall + time.Minute)
+	return fmt.Errorf("not killed within %v", cfg.Stall+time.Minute)
 }
+
+// The progress probe of a writer process: the parent writes tortureProbe on its stdin, and the
+// writer answers tortureAlive on its stdout once every one of its goroutines has made progress.
+const (
+	tortureProbe = "probe"
+	tortureAlive = "alive"
+)
 
 // tortureFigures sums up a torture run.
 type tortureFigures struct {
@@ -292,6 +362,10 @@ func runTorture(t *testing.T, perBlob bool) {
 			Verify:       rng.IntN(2) == 0,
 			SkipList:     rng.IntN(4) == 0,
 			Evict:        cycle%3 == 2,
+			Stall:        *watchdogStall,
+		}
+		if rng.IntN(4) == 0 {
+			cfg.Hog = runtime.GOMAXPROCS(0)
 		}
 		early := rng.IntN(8) == 0
 		wait := time.Duration(rng.Int64N(int64(*tortureRun)))
@@ -320,6 +394,7 @@ func runTorture(t *testing.T, perBlob bool) {
 		version = max(version, h.MaxVersion+1)
 
 		// Reopen without MaxSize (nothing evicted now) and check every key.
+		wd := startWatchdog(t, fmt.Sprintf("check of cycle %d", cycle), 0)
 		checkCfg := cfg
 		checkCfg.Evict = false
 		c, err := New(dir, checkCfg.options(false)...)
@@ -327,6 +402,7 @@ func runTorture(t *testing.T, perBlob bool) {
 			t.Fatalf("cycle %d: reopen: %v", cycle, err)
 		}
 		for k := range uint32(keys) {
+			wd.tick()
 			got, err := tortureRead(c, k)
 			fig.keysChecked++
 			if err == nil {
@@ -357,6 +433,7 @@ func runTorture(t *testing.T, perBlob bool) {
 		if err := c.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", cycle, err)
 		}
+		wd.stop()
 		os.Remove(cfg.Log)
 		if len(fig.mismatches) > 20 {
 			break
@@ -412,7 +489,8 @@ func tortureRead(c *Cache, k uint32) (torture.State, error) {
 }
 
 // tortureCycle runs one writer process and kills it: wait after it starts (early) or after it
-// opened the cache. It returns the run's history from its log.
+// opened the cache. A writer that opened the cache is first probed for progress (see the top of
+// this file). It returns the run's history from its log.
 func tortureCycle(cfg tortureConfig, early bool, wait time.Duration) (*torture.History, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -420,8 +498,13 @@ func tortureCycle(cfg tortureConfig, early bool, wait time.Duration) (*torture.H
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTortureChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), tortureEnv+"="+string(raw))
-	var stderr strings.Builder
+	var stderr strings.Builder // read after Wait, which waits for the copy into it
 	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -430,31 +513,54 @@ func tortureCycle(cfg tortureConfig, early bool, wait time.Duration) (*torture.H
 		return nil, err
 	}
 	ready := make(chan struct{})
+	alive := make(chan struct{}, 1)
+	gone := make(chan struct{}) // stdout closed: the writer exited
 	var once sync.Once
 	go func() {
+		defer close(gone)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if sc.Text() == "ready" {
+			switch sc.Text() {
+			case "ready":
 				once.Do(func() { close(ready) })
+			case tortureAlive:
+				alive <- struct{}{}
 			}
 		}
 	}()
 	if !early {
 		select {
 		case <-ready:
-		case <-time.After(30 * time.Second):
+		case <-gone:
+		case <-time.After(cfg.Stall + 10*time.Second):
+			// The writer's "open" watchdog fires first, unless the writer is wholly stuck.
 			cmd.Process.Kill()
 			cmd.Wait()
-			return nil, fmt.Errorf("the writer did not open the cache in 30s: %s", stderr.String())
+			return nil, fmt.Errorf("the writer did not open the cache in %v: %s", cfg.Stall+10*time.Second, stderr.String())
 		}
 	}
 	time.Sleep(wait)
-	if err := cmd.Process.Kill(); err != nil {
+	select {
+	case <-ready:
+		// The probe: a stuck goroutine's watchdog ends the writer before it can answer.
+		fmt.Fprintln(in, tortureProbe)
+		select {
+		case <-alive:
+		case <-gone:
+		case <-time.After(cfg.Stall + 10*time.Second):
+		}
+	default:
+	}
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return nil, err
 	}
 	werr := cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(werr, &ee) || ee.ExitCode() != -1 {
+	switch {
+	case errors.As(werr, &ee) && ee.ExitCode() == watchdogExit:
+		return nil, fmt.Errorf("the writer's watchdog fired (exit %d): a goroutine made no progress for %v:\n%s",
+			watchdogExit, cfg.Stall, stderr.String())
+	case !errors.As(werr, &ee) || ee.ExitCode() != -1:
 		return nil, fmt.Errorf("the writer was not killed (%v): %s", werr, stderr.String())
 	}
 	entries, err := torture.ReadLog(cfg.Log)
