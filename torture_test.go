@@ -71,6 +71,9 @@ type tortureConfig struct {
 	Stall        time.Duration // the writer's watchdogs fire after this long without progress
 }
 
+// diskBoundExit is the exit code of a writer whose disk went over MaxSize plus one segment.
+const diskBoundExit = 98
+
 // tortureWriteBuffer is the writer's WriteBufferSize.
 const tortureWriteBuffer = 64 << 10
 
@@ -155,6 +158,19 @@ func tortureWriter(cfg tortureConfig) error {
 	opening.stop()
 	if cfg.Hog > 0 {
 		startCPUHog(cfg.Hog) // until the kill
+	}
+	if cfg.Evict && !cfg.PerBlob {
+		// The disk bound, checked all along: over it, the writer ends with diskBoundExit.
+		bound := startDiskBound(c)
+		go func() {
+			for range time.Tick(5 * time.Millisecond) {
+				if bound.over.Load() > 0 {
+					fmt.Fprintf(os.Stderr, "torture writer: disk over MaxSize + SegmentSize (%d): counted up to %d, files up to %d bytes\n",
+						bound.limit, bound.maxCounted.Load(), bound.maxOnDisk.Load())
+					os.Exit(diskBoundExit)
+				}
+			}
+		}()
 	}
 	must := func(err error) {
 		if err != nil {
@@ -557,6 +573,8 @@ func tortureCycle(cfg tortureConfig, early bool, wait time.Duration) (*torture.H
 	werr := cmd.Wait()
 	var ee *exec.ExitError
 	switch {
+	case errors.As(werr, &ee) && ee.ExitCode() == diskBoundExit:
+		return nil, fmt.Errorf("the writer's disk went over its bound: %s", stderr.String())
 	case errors.As(werr, &ee) && ee.ExitCode() == watchdogExit:
 		return nil, fmt.Errorf("the writer's watchdog fired (exit %d): a goroutine made no progress for %v:\n%s",
 			watchdogExit, cfg.Stall, stderr.String())
