@@ -10,7 +10,7 @@ import (
 const (
 	// DefaultBitsPerKey is the bits per key New uses when given 0 or less:
 	// about 1% false positives at the designed load (1.035% by the model in
-	// the tests, 1.039% measured with 1.4M keys in 2 MiB; see TestFPR). A
+	// the tests; TestFPR measures it, docs/BENCHMARKS.md has the figure). A
 	// filter rounded up to whole huge pages holds more bits per key and does
 	// better.
 	DefaultBitsPerKey = 12

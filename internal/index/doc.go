@@ -23,11 +23,6 @@
 // end are seen exactly once, others may or may not be. Range's fn must not call back into the
 // index.
 //
-// Measured (2-vCPU Xeon VM shared with other jobs, Go 1.26, linux/amd64; medians of 5 runs of
-// go test -run xxx -bench . -benchmem -count=5 ./internal/index/, and go test -run
-// TestMemoryPerEntry -v): at 1M entries a HashTable Get costs about 110 ns on a hit and 90 ns on
-// a miss, 0 allocs (16 and 24 ns at 4K entries, in cache: the rest is cache and TLB misses); a
-// SkipList Get 3 to 5 us (93 ns at 4K). HashTable holds 24.9, 27.3, 28.0, 26.2, 26.4 bytes per
-// entry at 1M..5M (23.5 at 5M when pre-sized), by MemoryBytes and by the heap alike; SkipList
-// holds 64.4.
+// Costs and memory per entry, measured with the package's benchmarks and TestMemoryPerEntry, are
+// in docs/BENCHMARKS.md ("Index and bloom filter").
 package index

@@ -26,8 +26,8 @@ const (
 // An unlinked node keeps its forward links, so a reader standing on it walks back into the list.
 //
 // Memory: a node is one 64-byte allocation (hash, Loc, height, 4 inline links, a pointer to the
-// upper links), plus 96 bytes for the 1 node in 256 taller than 4 levels: 64.4 bytes per entry,
-// measured by TestMemoryPerEntry from 1M to 5M entries, against 23-29 for HashTable. The nodes
+// upper links), plus 96 bytes for the 1 node in 256 taller than 4 levels: about 64 bytes per
+// entry, against about 24 for HashTable (TestMemoryPerEntry; figures in docs/BENCHMARKS.md). The nodes
 // hold pointers, so every GC cycle walks all of them. A lookup loads about 36 links at 1M entries
 // (3 per level over log4(n) levels), each a dependent cache miss once the list outgrows the
 // caches: microseconds per Get, against one or two misses for HashTable.
