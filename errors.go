@@ -1,6 +1,10 @@
 package blobcache
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/seed57392e9e/blobcache/internal/corruption"
+)
 
 // Sentinel errors. Errors returned by the cache wrap one of these (test with errors.Is) and keep
 // the underlying cause where there is one.
@@ -17,7 +21,8 @@ var (
 	ErrChecksumMismatch = errors.New("blobcache: checksum mismatch")
 	// ErrCorrupt marks damaged bytes on disk: a record, footer or identity file that fails its
 	// checks.
-	ErrCorrupt = errors.New("blobcache: corrupt data")
+	// Every damaged-bytes error of the internal packages is one too (internal/corruption).
+	ErrCorrupt = corruption.ErrCorrupt
 	// ErrNotFound is returned by ReadAt and Stat-like calls for a key the cache does not hold.
 	ErrNotFound = errors.New("blobcache: not found")
 	// ErrNotBlobCache is returned by New for a non-empty directory that was not created by

@@ -225,11 +225,8 @@ func (c *Cache) unwrittenHeader(path string) bool {
 	return record.IsZero(b[:n])
 }
 
-func isCorrupt(err error) bool {
-	return errors.Is(err, segment.ErrCorrupt) || errors.Is(err, record.ErrBadMagic) ||
-		errors.Is(err, record.ErrBadKind) || errors.Is(err, record.ErrBadLength) ||
-		errors.Is(err, record.ErrHeaderChecksum)
-}
+// isCorrupt tells damaged bytes (repaired or forgotten) from other failures (reported).
+func isCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
 
 // removeOrphan removes a stray file or directory from the cache's directories.
 func (c *Cache) removeOrphan(path string) {

@@ -3,18 +3,25 @@ package record
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seed57392e9e/blobcache/internal/corruption"
 )
 
-// Errors returned (wrapped, with details) by the decoders.
+// Errors returned (wrapped, with details) by the decoders. Those of damaged bytes are
+// corruption markers: errors.Is(err, corruption.ErrCorrupt) holds for them.
 var (
-	ErrBadMagic       = errors.New("record: bad magic")
-	ErrBadVersion     = errors.New("record: unsupported version")
-	ErrBadKind        = errors.New("record: bad kind")
-	ErrBadLength      = errors.New("record: bad length")
-	ErrHeaderChecksum = errors.New("record: header checksum mismatch")
-	ErrValueChecksum  = errors.New("record: value checksum mismatch")
-	ErrFooterChecksum = errors.New("record: footer checksum mismatch")
-	ErrReserved       = errors.New("record: reserved bytes not zero")
+	ErrBadMagic       = corruption.New("record: bad magic")
+	ErrBadKind        = corruption.New("record: bad kind")
+	ErrBadLength      = corruption.New("record: bad length")
+	ErrHeaderChecksum = corruption.New("record: header checksum mismatch")
+	ErrValueChecksum  = corruption.New("record: value checksum mismatch")
+	ErrFooterChecksum = corruption.New("record: footer checksum mismatch")
+	ErrReserved       = corruption.New("record: reserved bytes not zero")
+
+	// ErrBadVersion is a format this build does not read: not damage by itself (a caller that
+	// knows it must be damage, because the version was written by this build, wraps it in a
+	// corruption).
+	ErrBadVersion = errors.New("record: unsupported version")
 
 	// ErrTruncated is the ErrBadLength of a buffer that ends before the
 	// header or key it must hold: errors.Is(ErrTruncated, ErrBadLength).

@@ -3,13 +3,11 @@ package segment
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seed57392e9e/blobcache/internal/corruption"
 )
 
 var (
-	// ErrCorrupt is wrapped by every CorruptionError: errors.Is(err,
-	// ErrCorrupt) tells damaged data from I/O errors and misuse.
-	ErrCorrupt = errors.New("segment: corrupt")
-
 	// ErrMisaligned is returned by WriteBatch of a Direct segment when the
 	// batch is not one aligned buffer at an aligned offset.
 	ErrMisaligned = errors.New("segment: direct write not aligned")
@@ -19,8 +17,9 @@ var (
 )
 
 // CorruptionError reports damaged bytes in a segment file. It unwraps to
-// ErrCorrupt and to the decoder's error, so both errors.Is(err, ErrCorrupt)
-// and errors.Is(err, record.ErrHeaderChecksum) (say) hold.
+// corruption.ErrCorrupt and to the decoder's error, so both
+// errors.Is(err, corruption.ErrCorrupt) and errors.Is(err,
+// record.ErrHeaderChecksum) (say) hold.
 type CorruptionError struct {
 	File   string
 	Offset int64 // of the damaged header, record or footer
@@ -31,12 +30,12 @@ func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("segment: corruption in %s at offset %d: %v", e.File, e.Offset, e.Err)
 }
 
-func (e *CorruptionError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+func (e *CorruptionError) Unwrap() []error { return []error{corruption.ErrCorrupt, e.Err} }
 
-func corruption(file string, off int64, err error) error {
+func corrupted(file string, off int64, err error) error {
 	return &CorruptionError{File: file, Offset: off, Err: err}
 }
 
-func corruptionf(file string, off int64, format string, args ...any) error {
-	return corruption(file, off, fmt.Errorf(format, args...))
+func corruptedf(file string, off int64, format string, args ...any) error {
+	return corrupted(file, off, fmt.Errorf(format, args...))
 }

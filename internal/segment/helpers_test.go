@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"github.com/seed57392e9e/blobcache/internal/corruption"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -270,7 +272,7 @@ func wantCorruption(t testing.TB, res ScanResult, name string, off int64, want e
 func wantCorruptionAt(t testing.TB, res ScanResult, name string, off int64, want error) {
 	t.Helper()
 	var ce *CorruptionError
-	if !errors.As(res.Err, &ce) || !errors.Is(res.Err, ErrCorrupt) || !errors.Is(res.Err, want) {
+	if !errors.As(res.Err, &ce) || !errors.Is(res.Err, corruption.ErrCorrupt) || !errors.Is(res.Err, want) {
 		t.Fatalf("Scan error = %v, want a CorruptionError wrapping %v", res.Err, want)
 	}
 	if ce.Offset != off || ce.File != name {

@@ -72,7 +72,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 	res = ScanResult{End: HeaderSize}
 	if size < HeaderSize {
 		res.End = size
-		res.Err = corruptionf(s.name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
+		res.Err = corruptedf(s.name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
 		return res
 	}
 	s.buf = make([]byte, min(scanBufSize, size-HeaderSize))
@@ -106,7 +106,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 			return res
 		}
 		if end > MaxSize {
-			res.Err = corruptionf(s.name, off, "%w: record [%d, %d) ends past the largest segment (%d bytes)", record.ErrBadLength, off, end, int64(MaxSize))
+			res.Err = corruptedf(s.name, off, "%w: record [%d, %d) ends past the largest segment (%d bytes)", record.ErrBadLength, off, end, int64(MaxSize))
 			return res
 		}
 		if h.Kind != record.KindPad {
@@ -126,7 +126,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 					return res
 				}
 				if !freed {
-					bad = append(bad, skip{off, end, corruption(s.name, off,
+					bad = append(bad, skip{off, end, corrupted(s.name, off,
 						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc)),
 						record.Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: record.KindDelete}, h})
 				}
@@ -245,7 +245,7 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 		res.Torn = true
 		return
 	}
-	res.Err = corruption(s.name, off, cause)
+	res.Err = corrupted(s.name, off, cause)
 }
 
 // zeroHeader reports whether the record header at off (or what the file holds of it) is all

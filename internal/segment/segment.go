@@ -305,7 +305,7 @@ func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
 	}
 	size := fi.Size()
 	if size < HeaderSize {
-		return 0, corruptionf(name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
+		return 0, corruptedf(name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
 	}
 	var buf [record.SegmentHeaderSize]byte
 	if err := readFull(f, buf[:], 0); err != nil {
@@ -313,10 +313,10 @@ func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
 	}
 	h, err := record.DecodeSegmentHeader(buf[:])
 	if err != nil {
-		return 0, corruption(name, 0, err)
+		return 0, corrupted(name, 0, err)
 	}
 	if h.ID != id {
-		return 0, corruptionf(name, 0, "header names segment %d, file name segment %d", h.ID, id)
+		return 0, corruptedf(name, 0, "header names segment %d, file name segment %d", h.ID, id)
 	}
 	return size, nil
 }
@@ -340,11 +340,11 @@ func ReadFooter(f vfs.File, size int64) (entries []record.Entry, dataEnd int64, 
 		return nil, 0, fmt.Errorf("segment %s: %w", name, record.ErrNoFooter)
 	}
 	if err != nil {
-		return nil, 0, corruption(name, trailerOff, err)
+		return nil, 0, corrupted(name, trailerOff, err)
 	}
 	n := int64(count) * record.EntrySize
 	if end < HeaderSize || end > uint64(trailerOff) || int64(end)+n != trailerOff {
-		return nil, 0, corruptionf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
+		return nil, 0, corruptedf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
 			record.ErrBadLength, count, end, size)
 	}
 	dataEnd = int64(end)
@@ -353,10 +353,10 @@ func ReadFooter(f vfs.File, size int64) (entries []record.Entry, dataEnd int64, 
 		return nil, 0, fmt.Errorf("segment: read footer entries of %s: %w", name, err)
 	}
 	if entries, err = record.DecodeEntries(buf, crc); err != nil {
-		return nil, 0, corruption(name, dataEnd, err)
+		return nil, 0, corrupted(name, dataEnd, err)
 	}
 	if err := checkEntries(entries, dataEnd); err != nil {
-		return nil, 0, corruption(name, dataEnd, err)
+		return nil, 0, corrupted(name, dataEnd, err)
 	}
 	return entries, dataEnd, nil
 }

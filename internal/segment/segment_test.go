@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"github.com/seed57392e9e/blobcache/internal/corruption"
+
 	"bytes"
 	"errors"
 	"math/rand/v2"
@@ -173,8 +175,8 @@ func TestOpenErrors(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, FileName(3)), filepath.Join(dir, FileName(4))); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Open(vfs.Default, dir, 4); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Open of a renamed segment = %v, want ErrCorrupt", err)
+	if _, _, err := Open(vfs.Default, dir, 4); !errors.Is(err, corruption.ErrCorrupt) {
+		t.Fatalf("Open of a renamed segment = %v, want corruption.ErrCorrupt", err)
 	}
 	name := filepath.Join(dir, FileName(4))
 	for _, tc := range []struct {
@@ -189,8 +191,8 @@ func TestOpenErrors(t *testing.T) {
 		if err := tc.damage(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := Open(vfs.Default, dir, 4); !errors.Is(err, ErrCorrupt) || !errors.Is(err, tc.want) {
-			t.Fatalf("%s: Open = %v, want ErrCorrupt and %v", tc.name, err, tc.want)
+		if _, _, err := Open(vfs.Default, dir, 4); !errors.Is(err, corruption.ErrCorrupt) || !errors.Is(err, tc.want) {
+			t.Fatalf("%s: Open = %v, want corruption.ErrCorrupt and %v", tc.name, err, tc.want)
 		}
 	}
 }
@@ -255,7 +257,7 @@ func TestScanUnsealed(t *testing.T) {
 		t.Fatalf("Scan of an empty segment = %+v", res)
 	}
 	res = Scan(f, 100, nil)
-	if !errors.Is(res.Err, ErrCorrupt) {
+	if !errors.Is(res.Err, corruption.ErrCorrupt) {
 		t.Fatalf("Scan of a file shorter than its header = %+v", res)
 	}
 }
@@ -498,8 +500,8 @@ func TestSealCrash(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: ReadFooter succeeded", what)
 		}
-		if !errors.Is(err, record.ErrNoFooter) && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("%s: ReadFooter = %v, want ErrNoFooter or ErrCorrupt", what, err)
+		if !errors.Is(err, record.ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
+			t.Fatalf("%s: ReadFooter = %v, want ErrNoFooter or corruption.ErrCorrupt", what, err)
 		}
 	}
 
@@ -554,7 +556,7 @@ func TestSealCrash(t *testing.T) {
 		t.Fatalf("ReadFooter with a flipped entry = %v, want ErrFooterChecksum", err)
 	}
 	res := Scan(f, size, func(record.Entry, record.Header, []byte) error { return nil })
-	if res.Torn || !errors.Is(res.Err, ErrCorrupt) || res.End != dataEnd || res.Records != len(recs) {
+	if res.Torn || !errors.Is(res.Err, corruption.ErrCorrupt) || res.End != dataEnd || res.Records != len(recs) {
 		t.Fatalf("Scan with a flipped footer = %+v, want corruption at %d after %d records", res, dataEnd, len(recs))
 	}
 }
@@ -585,8 +587,8 @@ func TestReadFooterErrors(t *testing.T) {
 			f.Truncate(tc.at)
 			f.WriteAt(tc.footer, tc.at)
 			_, _, err := ReadFooter(f, int64(len(f.data)))
-			if !errors.Is(err, ErrCorrupt) || !errors.Is(err, tc.want) {
-				t.Fatalf("ReadFooter = %v, want ErrCorrupt and %v", err, tc.want)
+			if !errors.Is(err, corruption.ErrCorrupt) || !errors.Is(err, tc.want) {
+				t.Fatalf("ReadFooter = %v, want corruption.ErrCorrupt and %v", err, tc.want)
 			}
 		})
 	}
