@@ -220,7 +220,7 @@ func BenchmarkReadAt1MiB(b *testing.B) {
 			b.Fatal(err)
 		}
 		bigDir.dir = dir
-		c, err := New(dir, WithDirectIOWrites(), WithExpectedBlobs(bigBlobs))
+		c, err := New(dir, WithDirectIOWrites(true), WithExpectedBlobs(bigBlobs))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -241,9 +241,9 @@ func BenchmarkReadAt1MiB(b *testing.B) {
 		direct, cold, huge bool
 	}{{"buffered-hot", false, false, false}, {"buffered-cold", false, true, false}, {"direct", true, false, false}, {"direct-hugebuf", true, false, true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			opts := []Option{WithDirectIOWrites()}
+			opts := []Option{WithDirectIOWrites(true)}
 			if tc.direct {
-				opts = append(opts, WithDirectIOReads())
+				opts = append(opts, WithDirectIOReads(true))
 			}
 			c, err := New(bigDir.dir, opts...)
 			if err != nil {
@@ -349,7 +349,7 @@ func BenchmarkPut1MiB(b *testing.B) {
 	}{
 		{"default", nil},
 		{"fsync", []Option{WithFsync(true)}},
-		{"direct", []Option{WithDirectIOWrites()}},
+		{"direct", []Option{WithDirectIOWrites(true)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir := b.TempDir()

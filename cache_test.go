@@ -78,12 +78,12 @@ func expect(t testing.TB, c *Cache, key string, want []byte) {
 func TestPutGetSizes(t *testing.T) {
 	for _, opts := range [][]Option{
 		small(),
-		small(WithSkipmapIndex()),
-		small(WithDirectIOWrites()),
-		small(WithDirectIOReads()),
-		small(WithDirectIOWrites(), WithDirectIOReads(), WithChecksum(), WithVerifyOnRead(true)),
-		small(WithChecksum(), WithVerifyOnRead(true)),
-		small(WithPerBlobFiles()),
+		small(WithIndex(IndexSkipList)),
+		small(WithDirectIOWrites(true)),
+		small(WithDirectIOReads(true)),
+		small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)),
+		small(WithChecksum(true), WithVerifyOnRead(true)),
+		small(WithPerBlobFiles(true)),
 	} {
 		c := open(t, t.TempDir(), opts...)
 		sizes := []int{0, 1, 31, 32, 4095, 4096, 4097, 50 << 10}
@@ -111,7 +111,7 @@ func TestLargeBlobStreams(t *testing.T) {
 			dir := t.TempDir()
 			opts := []Option{WithWriteBufferSize(8 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
 			if direct {
-				opts = append(opts, WithDirectIOReads())
+				opts = append(opts, WithDirectIOReads(true))
 			}
 			c := open(t, dir, opts...)
 			big := value("big", 0, 3<<20+123)
@@ -145,7 +145,7 @@ func TestLargeBlobStreams(t *testing.T) {
 }
 
 func TestReaderContract(t *testing.T) {
-	c := open(t, t.TempDir(), small(WithChecksum(), WithVerifyOnRead(true))...)
+	c := open(t, t.TempDir(), small(WithChecksum(true), WithVerifyOnRead(true))...)
 	defer c.Close()
 	v := value("k", 0, 10000)
 	c.Put([]byte("k"), v)
@@ -295,14 +295,14 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("Validate: %v", err)
 	}
 	// Direct reads read segments; one file per blob has none.
-	if _, err := New(t.TempDir(), WithPerBlobFiles(), WithDirectIOReads()); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := New(t.TempDir(), WithPerBlobFiles(true), WithDirectIOReads(true)); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("PerBlobFiles with DirectIOReads: %v", err)
 	}
 }
 
 func TestChecksumMismatchOnRead(t *testing.T) {
 	dir := t.TempDir()
-	opts := small(WithChecksum(), WithVerifyOnRead(true))
+	opts := small(WithChecksum(true), WithVerifyOnRead(true))
 	c := open(t, dir, opts...)
 	v := value("k", 0, 5000)
 	c.Put([]byte("k"), v)
@@ -353,7 +353,7 @@ func TestCustomChecksumHash(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	c := open(t, t.TempDir(), small(WithChecksum())...)
+	c := open(t, t.TempDir(), small(WithChecksum(true))...)
 	defer c.Close()
 	v := value("k", 0, 5000)
 	c.Put([]byte("k"), v)
@@ -380,7 +380,7 @@ func TestStat(t *testing.T) {
 // clean reopen (footers) and a crash (the scan of the unsealed segment steps over the pads).
 func TestDirectAlignedValues(t *testing.T) {
 	dir := t.TempDir()
-	opts := []Option{WithWriteBufferSize(4 << 20), WithSegmentSize(64 << 20), WithDirectIOWrites(), WithDirectIOReads()}
+	opts := []Option{WithWriteBufferSize(4 << 20), WithSegmentSize(64 << 20), WithDirectIOWrites(true), WithDirectIOReads(true)}
 	c := open(t, dir, opts...)
 	sizes := []int{5, 128 << 10, 3000, 1 << 20, 129<<10 + 7, 1, 700 << 10, 1<<20 - 1}
 	vals := map[string][]byte{}

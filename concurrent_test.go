@@ -28,7 +28,7 @@ func versionOf(v []byte) uint32 { return binary.LittleEndian.Uint32(v) }
 func TestConcurrentHistory(t *testing.T) {
 	for _, opts := range [][]Option{
 		small(WithMaxSize(6 << 20)),
-		small(WithSkipmapIndex(), WithVerifyOnRead(true)),
+		small(WithIndex(IndexSkipList), WithVerifyOnRead(true)),
 	} {
 		c := open(t, t.TempDir(), opts...)
 		const writers, keysPer, rounds = 4, 50, 30

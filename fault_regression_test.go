@@ -345,7 +345,7 @@ func TestEvictionSyncDirFailureBreaksWriter(t *testing.T) {
 // that returned nil could be undone by a crash. Now Delete returns it.
 func TestPerBlobDeleteSyncDirFailure(t *testing.T) {
 	fs := faultyFS(t)
-	c := open(t, t.TempDir(), small(withFS(fs), WithPerBlobFiles(), WithFsync(true))...)
+	c := open(t, t.TempDir(), small(withFS(fs), WithPerBlobFiles(true), WithFsync(true))...)
 	defer c.Close()
 	if err := c.Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)

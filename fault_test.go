@@ -107,7 +107,7 @@ func TestWriteFaults(t *testing.T) {
 		{"enospc", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Err: syscall.ENOSPC, Times: 1}, nil},
 		{"eio", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, nil},
 		{"short write", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Action: errorfs.Short, Keep: -1, Times: 1}, nil},
-		{"eio direct", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, []Option{WithDirectIOWrites()}},
+		{"eio direct", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, []Option{WithDirectIOWrites(true)}},
 		{"fsync eio", errorfs.Fault{Ops: errorfs.OpSync, Name: "*.seg", Times: 1}, []Option{WithFsync(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func testReadFaults(t *testing.T, direct bool) {
 	dir := t.TempDir()
 	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
 	if direct {
-		opts = append(opts, WithDirectIOReads())
+		opts = append(opts, WithDirectIOReads(true))
 	}
 	c := open(t, dir, opts...)
 	defer c.Close()
@@ -534,7 +534,7 @@ func faultModel(t *testing.T, faults []*errorfs.Fault) {
 		small(),
 		small(WithVerifyOnRead(true)),
 		small(WithFsync(true), WithVerifyOnRead(true)),
-		small(WithDirectIOWrites(), WithSkipmapIndex()),
+		small(WithDirectIOWrites(true), WithIndex(IndexSkipList)),
 	}
 	v := rng.IntN(len(variants))
 	t.Logf("variant %d", v)
@@ -833,7 +833,7 @@ func TestModelUnderWriteFaults(t *testing.T) {
 // key's older, durable file: the older value (or the new one, whole) must survive.
 func TestPerBlobTornNewerFileKeepsOlder(t *testing.T) {
 	dir := t.TempDir()
-	opts := small(WithPerBlobFiles(), WithFsync(true))
+	opts := small(WithPerBlobFiles(true), WithFsync(true))
 	c := open(t, dir, opts...)
 	v1 := value("k", 1, 5000)
 	if err := c.Put([]byte("k"), v1); err != nil {
@@ -902,7 +902,7 @@ func TestSyncDirFaults(t *testing.T) {
 			return c.Flush()
 		}},
 		{"blob file with Fsync", func(t *testing.T, fs *errorfs.FS, dir string) error {
-			c := open(t, dir, small(withFS(fs), WithFsync(true), WithPerBlobFiles())...)
+			c := open(t, dir, small(withFS(fs), WithFsync(true), WithPerBlobFiles(true))...)
 			defer c.Close()
 			fs.Add(syncFault("??")) // the blob's directory, blobs/<hh>
 			if err := c.Put([]byte("k"), []byte("v")); err != nil {

@@ -39,13 +39,13 @@ func TestModel(t *testing.T) {
 	// Variants that evict come last, from firstEvicting on.
 	variants := [][]Option{
 		small(),
-		small(WithSkipmapIndex()),
-		small(WithDirectIOWrites(), WithChecksum(), WithVerifyOnRead(true)),
-		small(WithPerBlobFiles()),
-		small(WithDirectIOWrites(), WithDirectIOReads(), WithChecksum(), WithVerifyOnRead(true)),
-		small(WithMaxSize(4 << 20)),                   // evicts: a hit must still be right
-		small(WithPerBlobFiles(), WithMaxSize(1<<20)), // likewise, blob by blob
-		small(WithDirectIOReads(), WithMaxSize(4<<20)),
+		small(WithIndex(IndexSkipList)),
+		small(WithDirectIOWrites(true), WithChecksum(true), WithVerifyOnRead(true)),
+		small(WithPerBlobFiles(true)),
+		small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)),
+		small(WithMaxSize(4 << 20)),                       // evicts: a hit must still be right
+		small(WithPerBlobFiles(true), WithMaxSize(1<<20)), // likewise, blob by blob
+		small(WithDirectIOReads(true), WithMaxSize(4<<20)),
 	}
 	const firstEvicting = 5
 	v := rng.IntN(len(variants))

@@ -194,7 +194,8 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Option sets a field of Options.
+// Option sets a field of Options. Every With* function takes the field's value, booleans
+// included (WithFsync(true)), so that a flag's value can be passed as it is.
 type Option func(*Options)
 
 // WithOptions replaces all options with o (fields left zero take their defaults).
@@ -206,12 +207,11 @@ func WithMaxSize(n int64) Option { return func(o *Options) { o.MaxSize = n } }
 // WithSegmentSize sets Options.SegmentSize.
 func WithSegmentSize(n int64) Option { return func(o *Options) { o.SegmentSize = n } }
 
-// WithPerBlobFiles sets Options.PerBlobFiles. (The seed selected this mode with
-// WithSegmentSize(0); here a zero SegmentSize means the default.)
-func WithPerBlobFiles() Option { return func(o *Options) { o.PerBlobFiles = true } }
+// WithPerBlobFiles sets Options.PerBlobFiles.
+func WithPerBlobFiles(v bool) Option { return func(o *Options) { o.PerBlobFiles = v } }
 
 // WithChecksum sets Options.Checksum.
-func WithChecksum() Option { return func(o *Options) { o.Checksum = true } }
+func WithChecksum(v bool) Option { return func(o *Options) { o.Checksum = v } }
 
 // WithChecksumHash sets Options.ChecksumHash and turns Options.Checksum on.
 func WithChecksumHash(h func() hash.Hash32) Option {
@@ -225,13 +225,13 @@ func WithVerifyOnRead(v bool) Option { return func(o *Options) { o.VerifyOnRead 
 func WithFsync(v bool) Option { return func(o *Options) { o.Fsync = v } }
 
 // WithDirectIOWrites sets Options.DirectIOWrites.
-func WithDirectIOWrites() Option { return func(o *Options) { o.DirectIOWrites = true } }
+func WithDirectIOWrites(v bool) Option { return func(o *Options) { o.DirectIOWrites = v } }
 
 // WithDirectIOReads sets Options.DirectIOReads.
-func WithDirectIOReads() Option { return func(o *Options) { o.DirectIOReads = true } }
+func WithDirectIOReads(v bool) Option { return func(o *Options) { o.DirectIOReads = v } }
 
-// WithSkipmapIndex selects IndexSkipList.
-func WithSkipmapIndex() Option { return func(o *Options) { o.Index = IndexSkipList } }
+// WithIndex sets Options.Index.
+func WithIndex(k IndexKind) Option { return func(o *Options) { o.Index = k } }
 
 // WithWriteBufferSize sets Options.WriteBufferSize.
 func WithWriteBufferSize(n int64) Option { return func(o *Options) { o.WriteBufferSize = n } }

@@ -164,7 +164,7 @@ func copyDir(t *testing.T, from, to, skip string) {
 
 func TestPerBlobRecoveryAndEviction(t *testing.T) {
 	dir := t.TempDir()
-	opts := small(WithPerBlobFiles(), WithMaxSize(1<<20), WithFsync(true))
+	opts := small(WithPerBlobFiles(true), WithMaxSize(1<<20), WithFsync(true))
 	c := open(t, dir, opts...)
 	for i := range 400 {
 		k := fmt.Sprintf("k%d", i)

@@ -79,10 +79,10 @@ func TestPutFromRoundTrip(t *testing.T) {
 		opts []Option
 	}{
 		{"default", nil},
-		{"direct", []Option{WithDirectIOWrites()}},
-		{"checksum-verify", []Option{WithChecksum(), WithVerifyOnRead(true)}},
-		{"fsync", []Option{WithFsync(true), WithDirectIOWrites()}},
-		{"perblob", []Option{WithPerBlobFiles()}},
+		{"direct", []Option{WithDirectIOWrites(true)}},
+		{"checksum-verify", []Option{WithChecksum(true), WithVerifyOnRead(true)}},
+		{"fsync", []Option{WithFsync(true), WithDirectIOWrites(true)}},
+		{"perblob", []Option{WithPerBlobFiles(true)}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -134,7 +134,7 @@ func TestPutFromAbandoned(t *testing.T) {
 				dir := t.TempDir()
 				opts := streamOpts(WithFsync(true))
 				if direct {
-					opts = append(opts, WithDirectIOWrites())
+					opts = append(opts, WithDirectIOWrites(true))
 				}
 				c := open(t, dir, opts...)
 				old := value("k", 0, 5000)
@@ -362,7 +362,7 @@ func (r *genReader) Read(p []byte) (int, error) {
 // TestPutFromMemory: streaming a 48 MiB value allocates a small fraction of it: the value is
 // never whole in memory.
 func TestPutFromMemory(t *testing.T) {
-	c := open(t, t.TempDir(), WithWriteBufferSize(64<<20), WithSegmentSize(256<<20), WithDirectIOWrites())
+	c := open(t, t.TempDir(), WithWriteBufferSize(64<<20), WithSegmentSize(256<<20), WithDirectIOWrites(true))
 	defer c.Close()
 	const size = 48 << 20
 	// Warm up: pools, the first segment.
@@ -484,7 +484,7 @@ func reopenClean(t *testing.T, c *Cache, dir string, opts ...Option) *Cache {
 // stores nothing.
 func TestPutLargerThanBuffer(t *testing.T) {
 	dir := t.TempDir()
-	c := open(t, dir, streamOpts(WithChecksum(), WithVerifyOnRead(true))...)
+	c := open(t, dir, streamOpts(WithChecksum(true), WithVerifyOnRead(true))...)
 	v := value("big", 0, 5<<20) // the write buffer is 4 MiB
 	if err := c.PutChecksummed([]byte("big"), v, record.CRC(v)+1); !errors.Is(err, ErrChecksumMismatch) {
 		t.Fatalf("wrong checksum: %v", err)
@@ -497,7 +497,7 @@ func TestPutLargerThanBuffer(t *testing.T) {
 	if info, err := c.Stat([]byte("big")); err != nil || !info.HasChecksum || info.Checksum != record.CRC(v) {
 		t.Fatalf("Stat: %+v, %v", info, err)
 	}
-	c = reopenClean(t, c, dir, streamOpts(WithChecksum(), WithVerifyOnRead(true))...)
+	c = reopenClean(t, c, dir, streamOpts(WithChecksum(true), WithVerifyOnRead(true))...)
 	defer c.Close()
 	expect(t, c, "big", v)
 }

@@ -266,10 +266,10 @@ func TestMixedSizes(t *testing.T) {
 		opts     []Option
 	}{
 		{"buffered", 6, nil},
-		{"direct", 8, []Option{WithDirectIOWrites()}},
+		{"direct", 8, []Option{WithDirectIOWrites(true)}},
 		{"fsync", 6, []Option{WithFsync(true)}},
 		{"inflight1", 12, []Option{WithMaxInflightBatches(1)}},
-		{"skipmap", 16, []Option{WithSkipmapIndex(), WithVerifyOnRead(true)}},
+		{"skipmap", 16, []Option{WithIndex(IndexSkipList), WithVerifyOnRead(true)}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			opts := append(stressOptions(v.segments), v.opts...)
@@ -296,7 +296,7 @@ func TestDiskBound(t *testing.T) {
 		{"2-segments", 2, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 		{"6-segments", 6, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 		{"2-segments-batched", 2, mixedLoad{sizes: batchedSize, drains: 1}, nil},
-		{"4-segments-direct", 4, mixedLoad{sizes: mixedSize, drains: 10}, []Option{WithDirectIOWrites()}},
+		{"4-segments-direct", 4, mixedLoad{sizes: mixedSize, drains: 10}, []Option{WithDirectIOWrites(true)}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			opts := append(stressOptions(v.segments), v.opts...)

@@ -88,16 +88,16 @@ func (tc tortureConfig) options(writer bool) []Option {
 		withPutChunk(8 << 10), // PutFrom streams values past 8 KiB, in 8 KiB chunks
 	}
 	if tc.PerBlob {
-		opts = append(opts, WithPerBlobFiles())
+		opts = append(opts, WithPerBlobFiles(true))
 	}
 	if tc.Direct && !tc.PerBlob {
-		opts = append(opts, WithDirectIOWrites())
+		opts = append(opts, WithDirectIOWrites(true))
 	}
 	if tc.DirectReads && !tc.PerBlob {
-		opts = append(opts, WithDirectIOReads())
+		opts = append(opts, WithDirectIOReads(true))
 	}
 	if tc.SkipList {
-		opts = append(opts, WithSkipmapIndex())
+		opts = append(opts, WithIndex(IndexSkipList))
 	}
 	if tc.Evict && writer {
 		if tc.PerBlob {

@@ -81,11 +81,11 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 		blobcache.WithSegmentSize(2 << 30),
 		blobcache.WithWriteBufferSize(wb),
 		blobcache.WithMaxInflightBatches(prodInflight),
-		blobcache.WithDirectIOWrites(),
+		blobcache.WithDirectIOWrites(true),
 		blobcache.WithExpectedBlobs(exp),
 	}
 	if directReads {
-		opts = append(opts, blobcache.WithDirectIOReads())
+		opts = append(opts, blobcache.WithDirectIOReads(true))
 	}
 	verify := "false (the seed's production setting; RocksDB checks every block it reads)"
 	if cfg.BlobcacheVerify {

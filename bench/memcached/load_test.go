@@ -14,7 +14,7 @@ import (
 // TestRunAgainstServer runs a short workload against an in-process server.
 func TestRunAgainstServer(t *testing.T) {
 	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@
 //   - HashTable, the default: 256 pointer-free open-addressing shards, 20 bytes per slot and
 //     23-29 bytes per entry from a few hundred thousand entries up (an empty one holds 72 KiB),
 //     and the garbage collector never scans it.
-//   - SkipList (WithSkipmapIndex): an ordered skip list with lock-free reads, about 64 bytes
+//   - SkipList (WithIndex(IndexSkipList)): an ordered skip list with lock-free reads, about 64 bytes
 //     per entry, all of it pointers the garbage collector walks.
 //
 // Invariants:

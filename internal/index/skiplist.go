@@ -18,7 +18,7 @@ const (
 	lowLevels = 4
 )
 
-// SkipList is the Index behind WithSkipmapIndex: a skip list ordered by hash, with p = 1/4.
+// SkipList is the Index behind WithIndex(IndexSkipList): a skip list ordered by hash, with p = 1/4.
 //
 // Readers (Get, Range) take no lock: they follow atomic.Pointer links. Writers take one mutex.
 // A node's hash and Loc never change once the node is published; Put on an existing hash links a

@@ -34,7 +34,7 @@ func newEnv(t *testing.T, scfg store.Config, hcfg Config) *env {
 	t.Helper()
 	dir := t.TempDir()
 	c, err := blobcache.New(dir, blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestCorruptValueNeverServed(t *testing.T) {
 	dir := t.TempDir()
 	small := bytes.Repeat([]byte("small-value-"), 100)
 	large := randomBytes(9, 3<<20)
-	c, err := blobcache.New(dir, blobcache.WithChecksum())
+	c, err := blobcache.New(dir, blobcache.WithChecksum(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestCorruptValueNeverServed(t *testing.T) {
 	corrupt(t, dir, small[:600])
 	corrupt(t, dir, large[2<<20:2<<20+64])
 
-	c, err = blobcache.New(dir, blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+	c, err = blobcache.New(dir, blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,5 +78,5 @@ func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0")
 // million blobs, which is slow to set up under the race detector.
 func testOptions() []blobcache.Option {
 	return []blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true)}
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true)}
 }

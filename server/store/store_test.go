@@ -17,7 +17,7 @@ import (
 func newTestStore(t *testing.T, cfg Config) *Store {
 	t.Helper()
 	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 // compare does, and puts the decoded result through the report.
 func TestLoadProcess(t *testing.T) {
 	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(), blobcache.WithVerifyOnRead(true))
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
 	if err != nil {
 		t.Fatal(err)
 	}
