@@ -91,9 +91,7 @@ func (c *Cache) rebuildBloom() {
 	n := max(uint64(c.opts.ExpectedBlobs), 2*uint64(c.idx.Len()))
 	f := bloom.New(n, c.opts.BloomBitsPerKey)
 	c.bloomNext.Store(f)
-	for _, b := range *c.w.live.Load() {
-		b.ForEachHash(f.Add)
-	}
+	c.w.forEachPendingHash(f.Add)
 	c.idx.Range(func(h uint64, _ index.Loc) bool {
 		f.Add(h)
 		return true

@@ -121,9 +121,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if len(c.lost) > 0 {
 		// Make the forgetting of keys lost to damage durable: tombstones for those with no
 		// newer record elsewhere.
-		c.w.mu.Lock()
-		c.w.forgotten = c.lost
-		c.w.mu.Unlock()
+		c.w.forget(c.lost)
 		if err := c.w.drain(true); err != nil {
 			c.noteCorruption(fmt.Errorf("blobcache: write tombstones of keys lost to damage: %w", err))
 		}

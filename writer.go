@@ -713,6 +713,21 @@ func (w *writer) readValue(h uint64, key, p []byte, off int64) (batch.Value, int
 	return batch.Value{}, 0, false
 }
 
+// forEachPendingHash calls fn with the key hash of every unflushed record.
+func (w *writer) forEachPendingHash(fn func(h uint64)) {
+	for _, b := range *w.live.Load() {
+		b.ForEachHash(fn)
+	}
+}
+
+// forget queues keys whose records were lost (to damage found by recovery) for tombstones, so
+// that none of them falls back to an older record after a restart; drain writes them.
+func (w *writer) forget(keys [][]byte) {
+	w.mu.Lock()
+	w.forgotten = append(w.forgotten, keys...)
+	w.mu.Unlock()
+}
+
 // pendingBytes is the memory held by unflushed records.
 func (w *writer) pendingBytes() int64 {
 	var n int64
