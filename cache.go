@@ -372,21 +372,18 @@ func (c *Cache) Delete(key []byte) error {
 	if err := c.checkKey(key); err != nil {
 		return err
 	}
+	// Only a key the cache may hold gets a tombstone.
 	h := record.KeyHash(key)
 	if !c.bloom.Load().Test(h) {
 		return nil
 	}
-	v, pending := c.w.lookup(h, key, false)
-	if pending && v.Kind != record.KindPut {
+	var l keyLookup
+	l.start(c, key, h, nil)
+	if v, ok := l.buffered(false); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
 		return nil
 	}
-	if !pending {
-		if _, ok := c.idx.Get(h); !ok {
-			return nil
-		}
-	}
 	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
-	accepted, err := c.w.append(h, hdr, key, nil, true)
+	accepted, err := c.w.append(l.h, hdr, key, nil, true)
 	if !accepted {
 		return err
 	}

@@ -1,0 +1,157 @@
+package blobcache
+
+import (
+	"fmt"
+
+	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+)
+
+// The lookup protocol, the one way every read finds a key (Get, GetRange, ReadAt, Stat,
+// Delete):
+//
+//  1. the bloom filter: a key it rejects is absent, at no I/O (the caller tests it before it
+//     builds a lookup, with the filter's Test inlined: a miss costs nanoseconds, and every
+//     call or copy on this path shows);
+//  2. the write buffer, newest batch first (read-your-writes): a record there decides;
+//  3. the index, then the file that holds the record, taken with a reader reference.
+//
+// The index may move under a read: an overwrite, a delete or an eviction frees the bytes the
+// read found. So a read checks, after it has its bytes, that the index still maps the key to
+// the same location (stillAt); if not, it looks again, lookupTries times in all, then misses.
+// The record's header and key are checked the same way everywhere (checkHeader).
+//
+//	h := record.KeyHash(key)
+//	if !c.bloom.Load().Test(h) { ... }       // step 1
+//	var l keyLookup
+//	l.start(c, key, h, stripe)
+//	if v, ok := l.buffered(withValue); ok { ... } // step 2
+//	for l.next() {                           // step 3, once per try: l.loc, l.file, l.recOff
+//		... read, check, decide: hit, miss, or try again ...
+//	}
+//
+// A lookup lives on its caller's stack: it allocates nothing.
+type keyLookup struct {
+	c   *Cache
+	key []byte
+	h   uint64
+	st  *counterStripe // where hits and misses are counted; nil for Stat and Delete
+
+	tries int
+	// Set by next: the record's location, the file holding it (with a reader reference the
+	// caller releases or hands on) and its offset in the file.
+	loc    index.Loc
+	file   *segHandle
+	recOff int64
+}
+
+// lookupTries bounds the index lookups of one read that sees the index move under it.
+const lookupTries = 3
+
+// start starts the lookup, past step 1, of key, whose hash is h; st, if not nil, is where its
+// hits and misses are counted.
+func (l *keyLookup) start(c *Cache, key []byte, h uint64, st *counterStripe) {
+	l.c, l.key, l.h, l.st = c, key, h, st
+}
+
+// buffered runs step 2: the newest record of the key in the write buffer, if any (a put, with
+// its value if withValue, or a tombstone).
+func (l *keyLookup) buffered(withValue bool) (batch.Value, bool) {
+	return l.c.w.lookup(l.h, l.key, withValue)
+}
+
+// bufferedValue is buffered for ReadAt: a put's value bytes [off, off+len(p)) are copied into
+// p, n of them.
+func (l *keyLookup) bufferedValue(p []byte, off int64) (v batch.Value, n int, ok bool) {
+	return l.c.w.readValue(l.h, l.key, p, off)
+}
+
+// next runs step 3 once: it finds the key's location in the index and takes the file holding
+// the record. It returns false when the key is not in the index (a bloom false positive, or
+// deleted meanwhile) or the tries are used up; the lookup is then a miss, counted.
+func (l *keyLookup) next() bool {
+	for l.tries < lookupTries {
+		l.tries++
+		loc, ok := l.c.idx.Get(l.h)
+		if !ok {
+			if l.st != nil {
+				l.st.falsePositives.Add(1)
+			}
+			return false
+		}
+		s, recOff := l.c.acquireRecord(l.h, loc)
+		if s == nil {
+			continue // gone since the index said so: look again
+		}
+		l.loc, l.file, l.recOff = loc, s, recOff
+		return true
+	}
+	l.miss()
+	return false
+}
+
+// inIndex reports whether the index holds the key (Delete's step 3: it reads no record).
+func (l *keyLookup) inIndex() bool {
+	_, ok := l.c.idx.Get(l.h)
+	return ok
+}
+
+// stillAt reports whether the index still maps the key to the location next found. A read
+// that found its bytes and then sees the same location knows they were not freed (and punched
+// out) before it read them.
+func (l *keyLookup) stillAt() bool { return l.c.stillAt(l.h, l.loc) }
+
+func (l *keyLookup) hit() {
+	if l.st != nil {
+		l.st.hits.Add(1)
+	}
+}
+
+func (l *keyLookup) miss() {
+	if l.st != nil {
+		l.st.misses.Add(1)
+	}
+}
+
+// valueLen is the length of the value of the key's record at l.loc: negative when the record is
+// too short to hold the key (another key with the same hash).
+func (l *keyLookup) valueLen() int64 {
+	return int64(l.loc.Length) - int64(record.HeaderSize+len(l.key))
+}
+
+// checkHeader checks the header and key b of the record at l.loc, read from the file: a put of
+// this key, with the value length the index says. A record of another key with the same hash
+// (a collision) is not this key's: ok false. Damage (a header that fails its checks, a record
+// that is not a put, a length that disagrees with the index) is counted and noted, and is a
+// miss as well.
+func (l *keyLookup) checkHeader(b []byte) (hdr record.Header, ok bool) {
+	hdr, k, err := record.Decode(b)
+	if err == nil && hdr.Kind != record.KindPut {
+		err = fmt.Errorf("%w: a %v record where the index has a put", record.ErrBadKind, hdr.Kind)
+	}
+	if err == nil && string(k) == string(l.key) && int64(hdr.ValueLen) != l.valueLen() {
+		err = fmt.Errorf("%w: value length %d, index says %d", record.ErrBadLength, hdr.ValueLen, l.valueLen())
+	}
+	if err != nil {
+		l.c.stats.corrupt.Add(1)
+		l.c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, l.loc.Segment, l.loc.Offset, err))
+		return hdr, false
+	}
+	return hdr, string(k) == string(l.key)
+}
+
+// stillAt reports whether the index still maps h to loc.
+func (c *Cache) stillAt(h uint64, loc index.Loc) bool {
+	now, ok := c.idx.Get(h)
+	return ok && now == loc
+}
+
+// acquireRecord returns the file holding the record at loc, with a reader reference, and the
+// record's offset in it; nil if the file is gone (evicted, overwritten or deleted).
+func (c *Cache) acquireRecord(h uint64, loc index.Loc) (*segHandle, int64) {
+	if c.opts.PerBlobFiles {
+		return c.openBlobFile(h, loc), 0
+	}
+	return c.segs.acquire(loc.Segment), int64(loc.Offset)
+}

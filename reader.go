@@ -1,0 +1,253 @@
+package blobcache
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// streamChunk is how much of a large blob's value the first read brings in with its header, and
+// what a Reader reads at a time when it streams through a buffer of its own.
+const streamChunk = 256 << 10
+
+// Reader streams one blob. It is what Get returns as an io.Reader; it also implements
+// io.WriterTo and io.Closer. Close (or reading to the end) returns its buffer and file reference;
+// a Reader dropped without either is cleaned up by the garbage collector.
+//
+// With verification on, the Read that delivers the last byte returns an error wrapping
+// ErrChecksumMismatch if the bytes do not match their stored checksums. A blob that was
+// overwritten or deleted while a large Reader streamed it makes Read fail with an error rather
+// than return bytes of another blob.
+type Reader struct {
+	c    *Cache
+	h    uint64
+	loc  index.Loc
+	size int64 // bytes this reader delivers in all
+
+	buf *[]byte // pooled buffer holding the record (or its start)
+	val []byte  // buffered value bytes not yet delivered
+
+	ref    *segRef // held while value bytes remain to be read from the file
+	off    int64   // file offset of the next unbuffered value byte
+	remain int64   // unbuffered value bytes left
+
+	verify   bool
+	crc      uint32 // running CRC-32C of the value
+	wantCRC  uint32
+	userHash hash.Hash32 // running custom checksum, when the record has one and it is not CRC-32C
+	wantSum  uint32
+
+	hasSum bool
+	sum    uint32
+	err    error
+}
+
+// segRef is a reader's reference on a segment, released once: by the reader at the end or on
+// Close, or by the cleanup registered for a reader dropped early.
+type segRef struct {
+	s        *segHandle
+	released atomic.Bool
+}
+
+func (r *segRef) release() {
+	if r != nil && !r.released.Swap(true) {
+		r.s.unref()
+	}
+}
+
+// Size is the number of bytes the reader delivers (the blob's size for Get).
+func (r *Reader) Size() int64 { return r.size }
+
+// Checksum returns the blob's stored checksum (see Options.Checksum), if it has one.
+func (r *Reader) Checksum() (uint32, bool) { return r.sum, r.hasSum }
+
+// Read implements io.Reader.
+func (r *Reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	if len(r.val) > 0 {
+		n = copy(p, r.val)
+		r.val = r.val[n:]
+	} else if r.remain > 0 {
+		// Read straight into p; but with direct reads a small p would cost a device read each,
+		// so then a chunk is read into the reader's buffer and p is served from there.
+		dst := p
+		if _, direct := r.ref.s.rd.(*vfs.DirectReader); direct && len(p) < streamChunk {
+			if r.buf == nil || cap(*r.buf) < streamChunk {
+				if r.buf != nil {
+					putBuf(r.buf)
+				}
+				r.buf = getBuf(streamChunk)
+			}
+			dst = (*r.buf)[:streamChunk]
+		}
+		want := int(min(int64(len(dst)), r.remain))
+		m, err := r.ref.s.rd.ReadAt(dst[:want], r.off)
+		if err == nil && !r.c.stillAt(r.h, r.loc) {
+			err = fmt.Errorf("%w: blob was replaced while being read", ErrNotFound)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: segment %d ends inside a record at offset %d", ErrCorrupt, r.loc.Segment, r.off)
+			}
+			r.fail(err)
+			return 0, r.err
+		}
+		n = m
+		r.off += int64(m)
+		r.remain -= int64(m)
+		if &dst[0] != &p[0] {
+			n = copy(p, dst[:m])
+			r.val = dst[n:m]
+		}
+	}
+	if r.verify {
+		r.crc = record.UpdateCRC(r.crc, p[:n])
+		if r.userHash != nil {
+			r.userHash.Write(p[:n])
+		}
+	}
+	if len(r.val) == 0 && r.remain == 0 {
+		r.finish()
+		return n, r.err
+	}
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written.
+func (r *Reader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	if r.err == nil && r.remain == 0 && len(r.val) > 0 && r.verify {
+		r.crc = record.UpdateCRC(r.crc, r.val)
+		if r.userHash != nil {
+			r.userHash.Write(r.val)
+		}
+		v := r.val
+		r.val = nil
+		// Check first, write, and only then give the buffer back: v lives in it.
+		r.check()
+		if r.err != io.EOF {
+			r.release()
+			return 0, r.err
+		}
+		n, err := w.Write(v)
+		r.release()
+		return int64(n), err
+	}
+	var chunk []byte
+	for {
+		if len(r.val) > 0 && r.err == nil {
+			v := r.val
+			if r.verify {
+				r.crc = record.UpdateCRC(r.crc, v)
+				if r.userHash != nil {
+					r.userHash.Write(v)
+				}
+			}
+			r.val = nil
+			n, err := w.Write(v)
+			total += int64(n)
+			if err != nil {
+				r.Close()
+				return total, err
+			}
+			if r.remain == 0 {
+				r.finish()
+			}
+			continue
+		}
+		if r.err != nil {
+			if r.err == io.EOF {
+				return total, nil
+			}
+			return total, r.err
+		}
+		if chunk == nil {
+			chunk = make([]byte, streamChunk)
+		}
+		n, err := r.Read(chunk)
+		if n > 0 {
+			m, werr := w.Write(chunk[:n])
+			total += int64(m)
+			if werr != nil {
+				r.Close()
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// finish ends the reader after its last byte: checks checksums, releases resources.
+func (r *Reader) finish() {
+	r.check()
+	r.release()
+}
+
+// check sets the reader's final error after its last byte: io.EOF, or a checksum mismatch.
+func (r *Reader) check() {
+	r.err = io.EOF
+	if r.verify {
+		if r.crc != r.wantCRC {
+			r.err = fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
+				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.crc, r.wantCRC)
+		} else if r.userHash != nil && r.userHash.Sum32() != r.wantSum {
+			r.err = fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
+				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.userHash.Sum32(), r.wantSum)
+		}
+		if r.err != io.EOF {
+			r.c.stats.corrupt.Add(1)
+		}
+	}
+}
+
+func (r *Reader) fail(err error) {
+	r.err = err
+	r.release()
+}
+
+func (r *Reader) release() {
+	r.val = nil
+	if r.buf != nil {
+		putBuf(r.buf)
+		r.buf = nil
+	}
+	r.ref.release()
+}
+
+// Close releases the reader's buffer and file reference. Reads after Close return io.EOF if
+// the blob was read to the end, or ErrClosed.
+func (r *Reader) Close() error {
+	if r.err == nil {
+		r.err = ErrClosed
+	}
+	r.release()
+	return nil
+}
+
+// memReader is a Reader of the value bytes [off, off+n) of a blob still in the write buffer.
+func (c *Cache) memReader(v batch.Value, off, n int64) *Reader {
+	off = min(off, int64(len(v.Value)))
+	end := int64(len(v.Value))
+	if n >= 0 {
+		end = min(end, off+n)
+	}
+	return &Reader{c: c, val: v.Value[off:end], size: end - off, hasSum: v.Flags&record.FlagHasChecksum != 0, sum: v.Sum}
+}
