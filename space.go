@@ -182,8 +182,7 @@ func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
 func (c *Cache) freeRecord(loc index.Loc, by uint32) {
 	// The header and key stay, so a scan of the segment (when its footer is damaged) can
 	// still step over the record.
-	start := alignUp(int64(loc.Offset)+record.HeaderSize+record.MaxKeyLen, vfs.DirectIOAlignment)
-	end := alignDown(int64(loc.Offset)+int64(loc.Length), vfs.DirectIOAlignment)
+	start, end := segment.FreedRange(int64(loc.Offset), int64(loc.Length))
 	if end <= start {
 		return
 	}
@@ -285,5 +284,4 @@ func (c *Cache) punch(s *segHandle, punches []freedRange) {
 	}
 }
 
-func alignUp(n, a int64) int64   { return (n + a - 1) / a * a }
-func alignDown(n, a int64) int64 { return n / a * a }
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }

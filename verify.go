@@ -189,8 +189,7 @@ func checkRecord(b []byte, e record.Entry) error {
 // freedRecord reports whether the blocks of record e past its header and longest key are a hole:
 // the cache punched them out when the blob was overwritten or deleted (see Cache.freeRecord).
 func freedRecord(f vfs.File, e record.Entry) bool {
-	from := alignUp(int64(e.Offset)+record.HeaderSize+record.MaxKeyLen, vfs.DirectIOAlignment)
-	to := alignDown(int64(e.Offset)+int64(e.Length), vfs.DirectIOAlignment)
+	from, to := segment.FreedRange(int64(e.Offset), int64(e.Length))
 	if to <= from {
 		return false
 	}

@@ -397,13 +397,10 @@ func (s *scanner) tailSkips(res *ScanResult, bad []skip) {
 	s.countSkips(res, bad)
 }
 
-// freed reports whether the record [off, end) was freed by the cache: every whole block past
-// its header and longest key is a hole (punched out), as Cache.freeRecord leaves it. A file
-// that cannot report holes counts blocks of zeros instead.
+// freed reports whether the record [off, end) was freed by the cache: its FreedRange is a hole
+// (punched out). A file that cannot report holes counts blocks of zeros instead.
 func (s *scanner) freed(off, end int64) (bool, error) {
-	const block = vfs.DirectIOAlignment
-	from := (off + record.HeaderSize + record.MaxKeyLen + block - 1) / block * block
-	to := end / block * block
+	from, to := FreedRange(off, end-off)
 	if to <= from {
 		return false, nil
 	}

@@ -270,6 +270,17 @@ func checkEntries(entries []record.Entry, dataEnd int64) error {
 	return nil
 }
 
+// FreedRange is the part of the record [off, off+length) that is punched out once the record is
+// dead (overwritten or deleted): every whole block past its header and the longest key, so
+// that the header and key stay and a scan can still read them and step over the record. The
+// range is empty (end <= start) for a record without such a block.
+func FreedRange(off, length int64) (start, end int64) {
+	const block = vfs.DirectIOAlignment
+	start = (off + record.HeaderSize + record.MaxKeyLen + block - 1) / block * block
+	end = (off + length) / block * block
+	return start, end
+}
+
 // Open opens segment id in dir for reading and writing (to seal it after
 // recovery), checks its header block and that the header names id, and
 // returns the file with its size.
