@@ -1,14 +1,10 @@
 package blobcache
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -91,82 +87,39 @@ func (c *Cache) loadIndex(all [][]record.Entry, ids []uint32) {
 	c.idx.Apply(ops)
 }
 
-// recoverSegment opens segment id and returns its handle and its entries, or nil if the file is
-// not a usable segment (it is then removed).
+// recoverSegment recovers segment id (segment.Recover), counts and notes what recovery met, and
+// returns the segment's handle and entries, or nil if the file is not a usable segment (it is
+// then removed).
 func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
-	fs := c.opts.fs
 	path := filepath.Join(c.segDir, segment.FileName(id))
-	repaired := false
-	f, size, err := segment.Open(fs, c.segDir, id)
+	rec, err := segment.Recover(c.opts.fs, c.segDir, id, c.opts.Fsync)
 	if err != nil {
-		if !isCorrupt(err) {
-			return nil, nil, fmt.Errorf("blobcache: open %s: %w", path, err)
-		}
-		// The header block is damaged (or was never written: a crash right after create). Its
-		// records check themselves, and the deletes among them must not be lost, so recover
-		// them and write a new header.
-		if c.unwrittenHeader(path) {
-			c.stats.tornTails.Add(1) // what a crash leaves, not damage
-		} else {
-			c.stats.corrupt.Add(1)
-			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err))
-		}
-		if f, size, err = c.repairHeader(path, id); err != nil {
-			return nil, nil, err
-		}
-		repaired = true
+		return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, err)
 	}
-	entries, dataEnd, err := segment.ReadFooter(f, size)
-	if err != nil {
-		if !errors.Is(err, record.ErrNoFooter) && !isCorrupt(err) {
-			f.Close()
-			return nil, nil, fmt.Errorf("blobcache: read footer of %s: %w", path, err)
-		}
-		entries = entries[:0]
-		res := segment.Scan(f, size, func(e record.Entry, _ record.Header, _ []byte) error {
-			entries = append(entries, e)
-			return nil
-		})
-		if res.Err != nil && !isCorrupt(res.Err) {
-			// An I/O error, not damage: refuse to open rather than cut good records off.
-			f.Close()
-			return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, res.Err)
-		}
-		if res.Torn {
-			c.stats.tornTails.Add(1)
-		}
-		if res.Err != nil {
-			c.stats.corrupt.Add(uint64(max(1, res.Skipped)))
-			c.noteCorruption(fmt.Errorf("%w: %w", ErrCorrupt, res.Err))
-		}
-		var lost [][]byte
-		if res.Err != nil && !res.Torn && res.End < size {
-			// The scan stopped at damage: the records after it are lost with it. Forget their
-			// keys (below, and durably once the writer runs) so that none of them falls back
-			// to an older record.
-			lost, err = segment.LostKeys(f, res.End, size)
-			if err != nil {
-				f.Close()
-				return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, err)
-			}
-		}
-		if _, err := segment.WriteFooter(f, entries, res.End, c.opts.Fsync); err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("blobcache: seal recovered segment %s: %w", path, err)
-		}
-		dataEnd = res.End
-		for _, k := range lost {
-			entries = append(entries, record.Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
-		}
-		c.lost = append(c.lost, lost...)
+	if rec.HeaderUnwritten || rec.TornTail {
+		// What a crash leaves, not damage: a header never written, an unfinished tail (once
+		// per segment: a file of zeros is both).
+		c.stats.tornTails.Add(1)
 	}
-	if repaired && len(entries) == 0 {
+	if rec.HeaderDamage != nil {
+		c.stats.corrupt.Add(1)
+		c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, path, rec.HeaderDamage))
+	}
+	if rec.Damage != nil {
+		c.stats.corrupt.Add(uint64(max(1, rec.Skipped)))
+		c.noteCorruption(fmt.Errorf("%w: %w", ErrCorrupt, rec.Damage))
+	}
+	// Keys lost with damage are forgotten now (their delete entries) and durably once the
+	// writer runs (New writes their tombstones), so that none falls back to an older record.
+	c.lost = append(c.lost, rec.Lost...)
+	f := rec.File
+	if rec.HeaderRepaired && len(rec.Entries) == 0 {
 		// Nothing in it: a stray file with a segment's name.
 		f.Close()
 		c.removeOrphan(path)
 		return nil, nil, nil
 	}
-	s := &segHandle{id: id, f: f, dataEnd: dataEnd}
+	s := &segHandle{id: id, f: f, dataEnd: rec.DataEnd}
 	if err := c.openReads(s); err != nil {
 		f.Close()
 		return nil, nil, err
@@ -178,55 +131,8 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
 		s.disk.Store(vfs.AllocatedBytes(fi))
 	}
 	c.diskBytes.Add(s.disk.Load())
-	return s, entries, nil
+	return s, rec.Entries, nil
 }
-
-// repairHeader rewrites the header block of segment id, whose own header failed its checks.
-func (c *Cache) repairHeader(path string, id uint32) (vfs.File, int64, error) {
-	f, err := c.opts.fs.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, 0, fmt.Errorf("blobcache: open %s: %w", path, err)
-	}
-	fi, err := f.Stat()
-	if err == nil && fi.Size() < segment.HeaderSize {
-		err = f.Truncate(segment.HeaderSize)
-	}
-	if err == nil {
-		block := make([]byte, segment.HeaderSize)
-		record.SegmentHeader{Version: record.Version, ID: id, Created: time.Now().UnixNano()}.Encode(block)
-		_, err = f.WriteAt(block, 0)
-	}
-	if err == nil && c.opts.Fsync {
-		err = f.Sync()
-	}
-	if err == nil {
-		fi, err = f.Stat()
-	}
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("blobcache: repair header of %s: %w", path, err)
-	}
-	return f, fi.Size(), nil
-}
-
-// unwrittenHeader reports whether the segment file at path ends before its header or holds
-// zeros where the header goes: a crash between creating the file and writing the header.
-func (c *Cache) unwrittenHeader(path string) bool {
-	f, err := c.opts.fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, record.SegmentHeaderSize)
-	n, err := f.ReadAt(b, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false
-	}
-	return record.IsZero(b[:n])
-}
-
-// isCorrupt tells damaged bytes (repaired or forgotten) from other failures (reported).
-func isCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
 
 // removeOrphan removes a stray file or directory from the cache's directories.
 func (c *Cache) removeOrphan(path string) {
