@@ -422,13 +422,19 @@ func (c *Cache) Close() error {
 		c.stopBackground()
 		c.closed.Store(true)
 		failed := c.stats.flushErrors.Load()
+		unreported := c.w.takeUnreported() // a failure before Close that no caller was told of
 		c.w.close()
 		c.sealers.Wait()
 		var errs []error
-		if c.stats.flushErrors.Load() > failed {
+		switch {
+		case c.stats.flushErrors.Load() > failed:
 			errs = append(errs, c.w.lastError())
-		} else if err := c.w.brokenErr(); err != nil {
-			errs = append(errs, err) // writes were refused: what was accepted before may be lost
+		case unreported != nil:
+			errs = append(errs, unreported)
+		default:
+			if err := c.w.brokenErr(); err != nil {
+				errs = append(errs, err) // writes were refused: what was accepted before may be lost
+			}
 		}
 		if err := c.saveBloom(); err != nil {
 			errs = append(errs, err)

@@ -942,3 +942,26 @@ func TestSyncDirFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseReportsEarlierFailure: a batch that failed after the last Put, with no Flush since,
+// has been reported to nobody; Close reports it (it reported only failures during its own
+// drain, so the failure reached no caller at all).
+func TestCloseReportsEarlierFailure(t *testing.T) {
+	fs := faultyFS(t)
+	c := open(t, t.TempDir(), small(withFS(fs))...)
+	if err := c.Put([]byte("k"), value("k", 1, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	fault := fs.Add(&errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1})
+	if err := c.Put([]byte("k"), value("k", 2, 3000)); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain() // the batch fails here; Drain reports nothing
+	if fault.Injected() != 1 || c.Stats().FlushErrors != 1 {
+		t.Fatalf("fault injected %d times, FlushErrors %d", fault.Injected(), c.Stats().FlushErrors)
+	}
+	if err := c.Close(); !errors.Is(err, ErrWriteFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Close after an unreported failed batch: %v, want ErrWriteFailed wrapping EIO", err)
+	}
+}

@@ -388,6 +388,19 @@ func (w *writer) breakLocked(err error) error {
 	return w.broken
 }
 
+// takeUnreported returns the failure no caller has been told of yet, wrapped in
+// ErrWriteFailed, and marks it told; nil if there is none.
+func (w *writer) takeUnreported() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.failErr
+	w.failErr = nil
+	if err != nil && !errors.Is(err, ErrWriteFailed) {
+		err = fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	return err
+}
+
 // brokenErr is the error the writer refuses writes with, or nil.
 func (w *writer) brokenErr() error {
 	w.mu.Lock()
@@ -519,12 +532,14 @@ func (w *writer) failed(err error) {
 	w.mu.Unlock()
 }
 
-// sealed notes the end of a segment's seal (err says whether it failed) and wakes a rotation
-// waiting in makeRoom to evict it.
+// sealed notes the end of a segment's seal (err says whether it failed: it is then reported
+// to the next caller, as a failed batch is) and wakes a rotation waiting in makeRoom to evict
+// it.
 func (w *writer) sealed(err error) {
 	w.mu.Lock()
 	if err != nil {
 		w.lastErr = err
+		w.failErr = err
 	}
 	w.cond.Broadcast()
 	w.mu.Unlock()
