@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -24,10 +25,11 @@ var (
 )
 
 // TestModel runs a seeded random sequence of Put, UnsafePut, PutFrom, Delete, Get, ReadAt, Drain,
-// Close and reopen, and crash and reopen, against a map. Values are mostly small, some around
-// and above WriteBufferSize (modelSize). In the variants that evict, the disk must be within
-// MaxSize plus one segment after every step. A watchdog fails a step that hangs. Replay a
-// failure with -model.seed.
+// Close and reopen, and crash and reopen (after a Drain, so that nothing is lost), against a map,
+// then reads every key. Values are mostly small, some around and above WriteBufferSize
+// (modelSize). In the variants that evict, the disk must be within MaxSize plus one segment after
+// every step. A watchdog fails a step that hangs. Replay a failure with -model.seed.
+// TestMetamorphic applies one sequence to every variant at once.
 func TestModel(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
@@ -36,51 +38,25 @@ func TestModel(t *testing.T) {
 	t.Logf("seed %d (replay with -model.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	dir := t.TempDir()
-	// Variants that evict come last, from firstEvicting on.
-	variants := [][]Option{
-		small(),
-		small(WithIndex(IndexSkipList)),
-		small(WithDirectIOWrites(true), WithChecksum(true), WithVerifyOnRead(true)),
-		small(WithPerBlobFiles(true)),
-		small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)),
-		small(WithMaxSize(4 << 20)),                       // evicts: a hit must still be right
-		small(WithPerBlobFiles(true), WithMaxSize(1<<20)), // likewise, blob by blob
-		small(WithDirectIOReads(true), WithMaxSize(4<<20)),
-	}
-	const firstEvicting = 5
+	variants := optionVariants()
 	v := rng.IntN(len(variants))
 	if *modelVariant >= 0 {
 		v = *modelVariant
 	}
 	// PutFrom streams values past 4 KiB, through 4 KiB chunks, so streams and batches mix.
-	opts := append(variants[v], withPutChunk(4096))
-	t.Logf("variant %d", v)
-	c := open(t, dir, opts...)
-	defer func() { c.Close() }()
-	model := map[string][]byte{}
+	opts := append(variants[v].opts, withPutChunk(4096))
+	t.Logf("variant %d (%s)", v, variants[v].name)
+	r := newModelRun(t, variants[v].name, dir, opts)
+	defer r.close()
 	// With eviction the cache may forget: a Get may miss, but a hit must be the last value put
 	// and a deleted key must stay deleted.
-	evicts := v >= firstEvicting
+	evicts := variants[v].evicts
 	if rng.IntN(2) == 0 {
 		// A CPU hog beside the cache makes its seals, flushes and commits late, as on a busy
 		// machine (the disk bound below once failed only so).
 		t.Log("with a CPU hog")
 		defer startCPUHog(1)()
 	}
-	check := func(k string) {
-		t.Helper()
-		if !evicts || model[k] == nil {
-			expect(t, c, k, model[k])
-			return
-		}
-		if r, ok := c.Get([]byte(k)); ok {
-			b, err := io.ReadAll(r)
-			if err != nil || !bytes.Equal(b, model[k]) {
-				t.Fatalf("Get(%q): %d bytes, err %v: not the %d put", k, len(b), err, len(model[k]))
-			}
-		}
-	}
-	version := 0
 	keys := 200
 	if evicts {
 		keys = 2000 // more live data than MaxSize
@@ -89,11 +65,12 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		steps /= 5
 	}
+	ops := genModelOps(rng, steps, keys, r.c.opts.WriteBufferSize, r.c.MaxValueSize)
 	var trace []string
-	var evicted uint64
-	bound := c.opts.MaxSize + c.opts.SegmentSize
+	bound := r.c.opts.MaxSize + r.c.opts.SegmentSize
 	checkDisk := func(step int) {
 		t.Helper()
+		c := r.c
 		// The counter Stats().DiskBytes returns, read alone: Stats also measures the bloom
 		// filter, which would cost more than the step.
 		if d := c.diskBytes.Load(); d > bound {
@@ -120,84 +97,381 @@ func TestModel(t *testing.T) {
 			t.Logf("last operations:\n%s", strings.Join(trace[n:], "\n"))
 		}
 	}()
-	for step := range steps {
+	model := newModelState()
+	do := func(step int, op modelOp) {
+		t.Helper()
+		trace = append(trace, fmt.Sprintf("%d: %v (model has %d bytes)", step, op, len(model.values[op.key])))
+		v := op.value()
+		want := model.apply(op, v)
+		got, err := r.do(op, v)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if !modelAllows(want, got, evicts) {
+			t.Fatalf("step %d: %v: %s, want %s", step, op, model.describe(op, got), model.describe(op, want))
+		}
+	}
+	for step, op := range ops {
 		wd.tick()
 		if evicts {
 			checkDisk(step)
 		}
-		k := fmt.Sprintf("key-%d", rng.IntN(keys))
-		op := rng.IntN(100)
-		trace = append(trace, fmt.Sprintf("%d: op %d %s (model has %d bytes)", step, op, k, len(model[k])))
-		switch {
-		case op < 35:
-			version++
-			v := modelValue(k, version, modelSize(rng, c, len(k)))
-			var err error
-			switch rng.IntN(3) {
-			case 0:
-				err = c.Put([]byte(k), v)
-			case 1:
-				err = c.UnsafePut([]byte(k), v)
-			default:
-				err = c.PutFrom([]byte(k), bytes.NewReader(v), int64(len(v)))
-			}
-			if err != nil {
-				t.Fatalf("step %d: Put: %v", step, err)
-			}
-			model[k] = v
-		case op < 45:
-			if err := c.Delete([]byte(k)); err != nil {
-				t.Fatalf("step %d: Delete: %v", step, err)
-			}
-			delete(model, k)
-		case op < 85:
-			check(k)
-		case op < 90:
-			if want, ok := model[k]; ok && len(want) > 10 {
-				p := make([]byte, len(want)-10)
-				n, err := c.ReadAt([]byte(k), p, 10)
-				if evicts && errors.Is(err, ErrNotFound) {
-					break
-				}
-				if err != nil || n != len(p) || string(p) != string(want[10:]) {
-					t.Fatalf("step %d: ReadAt(%s): %d %v", step, k, n, err)
-				}
-			}
-		case op < 95:
-			c.Drain()
-		case op < 98:
-			evicted += c.Stats().Evictions
-			c.Close()
-			c = open(t, dir, opts...)
-		default:
-			// A crash after Drain loses nothing: drained data is in the files.
-			c.Drain()
-			evicted += c.Stats().Evictions
-			c.crash()
-			c = open(t, dir, opts...)
-		}
+		do(step, op)
 	}
 	if evicts {
 		checkDisk(steps)
 	}
-	for k := range model {
+	// The end state: every key, held or not.
+	for i := range keys {
 		wd.tick()
-		check(k)
+		do(steps+i, modelOp{kind: modelGet, key: modelKey(i)})
 	}
-	if evicts && steps >= 2000 && evicted+c.Stats().Evictions == 0 {
+	if evicts && steps >= 2000 && r.evictions() == 0 {
 		t.Fatal("the eviction variant evicted nothing")
 	}
 }
 
-// modelSize returns the size of a value for a key of keyLen bytes: mostly below 12000 bytes,
-// one in ten around or above the write buffer (the largest value a batch takes, the smallest
-// that is streamed, exactly WriteBufferSize, up to 200 KiB), capped at the largest value c takes
-// (in the one-file-per-blob mode, the largest that a batch takes).
-func modelSize(rng *rand.Rand, c *Cache, keyLen int) int {
+// optionVariant is one set of options that the model tests run the cache with.
+type optionVariant struct {
+	name   string
+	opts   []Option
+	evicts bool // MaxSize is set: the cache may forget a key, never return a wrong value
+}
+
+// optionVariants are the option variants of TestModel (-model.variant is an index into them,
+// those that evict come last) and TestMetamorphic.
+func optionVariants() []optionVariant {
+	return []optionVariant{
+		{"default", small(), false},
+		{"skiplist", small(WithIndex(IndexSkipList)), false},
+		{"directwrites-verify", small(WithDirectIOWrites(true), WithChecksum(true), WithVerifyOnRead(true)), false},
+		{"perblob", small(WithPerBlobFiles(true)), false},
+		{"direct-verify", small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)), false},
+		{"evict", small(WithMaxSize(4 << 20)), true},                               // a hit must still be right
+		{"perblob-evict", small(WithPerBlobFiles(true), WithMaxSize(1<<20)), true}, // likewise, blob by blob
+		{"directreads-evict", small(WithDirectIOReads(true), WithMaxSize(4<<20)), true},
+	}
+}
+
+// modelOpKind is what a step of a model sequence does.
+type modelOpKind uint8
+
+const (
+	modelPut modelOpKind = iota
+	modelUnsafePut
+	modelPutFrom
+	modelDelete
+	modelGet
+	modelReadAt
+	modelDrain
+	modelReopen // Close and New
+	modelCrash  // Drain, crash and New: after a Drain a crash loses nothing
+)
+
+// modelOp is one step of a model sequence. It says everything the step does, so that a sequence
+// drawn once can be applied to several caches.
+type modelOp struct {
+	kind    modelOpKind
+	key     string // "" for Drain, Close and crash
+	version int    // puts: the value is modelValue(key, version, size)
+	size    int    // puts: the value's size
+	off, n  int    // ReadAt: the bytes [off, off+n) are asked for
+}
+
+func (op modelOp) String() string {
+	switch op.kind {
+	case modelPut, modelUnsafePut, modelPutFrom:
+		name := [...]string{"Put", "UnsafePut", "PutFrom"}[op.kind]
+		return fmt.Sprintf("%s %s v%d (%d bytes)", name, op.key, op.version, op.size)
+	case modelDelete:
+		return "Delete " + op.key
+	case modelGet:
+		return "Get " + op.key
+	case modelReadAt:
+		return fmt.Sprintf("ReadAt %s [%d, %d)", op.key, op.off, op.off+op.n)
+	case modelDrain:
+		return "Drain"
+	case modelReopen:
+		return "Close and reopen"
+	case modelCrash:
+		return "Drain, crash and reopen"
+	}
+	return fmt.Sprintf("op %d", op.kind)
+}
+
+// value is the value a put stores, nil for the other steps.
+func (op modelOp) value() []byte {
+	if op.kind > modelPutFrom {
+		return nil
+	}
+	return modelValue(op.key, op.version, op.size)
+}
+
+func modelKey(i int) string { return fmt.Sprintf("key-%d", i) }
+
+// genModelOps draws steps operations on keys keys: 35% puts (a third each Put, UnsafePut and
+// PutFrom) of values of modelSize for a write buffer of wbs bytes and at most limit(len(key))
+// bytes, 10% Delete, 40% Get, 5% ReadAt (the whole value, its tail, a range inside it, or one
+// past its end), 5% Drain, 3% Close and reopen, 2% crash and reopen.
+func genModelOps(rng *rand.Rand, steps, keys int, wbs int64, limit func(keyLen int) int64) []modelOp {
+	ops := make([]modelOp, 0, steps)
+	sizes := map[string]int{} // of the values held, for the ranges of ReadAt
+	version := 0
+	for range steps {
+		k := modelKey(rng.IntN(keys))
+		op := modelOp{key: k}
+		switch p := rng.IntN(100); {
+		case p < 35:
+			version++
+			op.version = version
+			op.size = modelSize(rng, wbs, len(k), limit(len(k)))
+			op.kind = [...]modelOpKind{modelPut, modelUnsafePut, modelPutFrom}[rng.IntN(3)]
+			sizes[k] = op.size
+		case p < 45:
+			op.kind = modelDelete
+			delete(sizes, k)
+		case p < 85:
+			op.kind = modelGet
+		case p < 90:
+			op.kind = modelReadAt
+			size := sizes[k]
+			switch rng.IntN(4) {
+			case 0: // the whole value: the one range whose checksum is verified
+				op.n = size
+			case 1: // the tail
+				op.off = rng.IntN(size + 1)
+				op.n = size - op.off
+			case 2: // inside
+				op.off = rng.IntN(size + 1)
+				op.n = rng.IntN(size - op.off + 1)
+			default: // past the end, maybe from past the end: io.EOF with the bytes there are
+				op.off = rng.IntN(size + 9)
+				op.n = max(size-op.off, 0) + 1 + rng.IntN(64)
+			}
+		case p < 95:
+			op = modelOp{kind: modelDrain}
+		case p < 98:
+			op = modelOp{kind: modelReopen}
+		default:
+			op = modelOp{kind: modelCrash}
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// modelOutcome is what a step saw: for a read, a miss or the bytes read (their number and
+// CRC-32C); for any step, the error it returned.
+type modelOutcome struct {
+	hit    bool
+	n      int
+	sum    uint32
+	err    string // "" or the sentinel the error wraps (modelErrClass), compared
+	detail string // the error's text, not compared: it names files
+}
+
+// same reports whether o and p are the same outcome (their errors' texts aside).
+func (o modelOutcome) same(p modelOutcome) bool {
+	return o.hit == p.hit && o.n == p.n && o.sum == p.sum && o.err == p.err
+}
+
+// modelAllows reports whether a cache may see got where the map model sees want: the same, or,
+// in a cache that evicts, a miss for a key the map holds.
+func modelAllows(want, got modelOutcome, evicts bool) bool {
+	return got.same(want) || evicts && want.hit && !got.hit && got.err == ""
+}
+
+var modelCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// modelRead is the outcome of a read that found the key and read b, then err.
+func modelRead(b []byte, err error) modelOutcome {
+	o := modelOutcome{hit: true, n: len(b), sum: crc32.Checksum(b, modelCRC)}
+	o.err, o.detail = modelErrClass(err)
+	return o
+}
+
+// modelResult is the outcome of a step that is not a read.
+func modelResult(err error) modelOutcome {
+	var o modelOutcome
+	o.err, o.detail = modelErrClass(err)
+	return o
+}
+
+// modelErrClass names the sentinel that err wraps, and returns its text.
+func modelErrClass(err error) (class, text string) {
+	if err == nil {
+		return "", ""
+	}
+	for _, s := range []struct {
+		name string
+		err  error
+	}{
+		{"ErrNotFound", ErrNotFound},
+		{"ErrClosed", ErrClosed},
+		{"ErrChecksumMismatch", ErrChecksumMismatch},
+		{"ErrCorrupt", ErrCorrupt},
+		{"ErrValueTooLarge", ErrValueTooLarge},
+		{"ErrWriteFailed", ErrWriteFailed},
+		{"ErrOutrun", ErrOutrun},
+		{"ErrInvalidKey", ErrInvalidKey},
+		{"io.EOF", io.EOF},
+		{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name, err.Error()
+		}
+	}
+	return "other error", err.Error()
+}
+
+// modelState is what a cache that forgets nothing holds after a sequence of model ops: a plain
+// map of every live key's value.
+type modelState struct {
+	values map[string][]byte
+	// names names every value put by its size and CRC-32C, so that a report can say which one a
+	// read returned.
+	names map[modelOutcome]string
+}
+
+func newModelState() *modelState {
+	return &modelState{values: map[string][]byte{}, names: map[modelOutcome]string{}}
+}
+
+// apply applies op, whose value (for a put) is v, and returns what op sees in a cache that
+// forgets nothing.
+func (m *modelState) apply(op modelOp, v []byte) modelOutcome {
+	switch op.kind {
+	case modelPut, modelUnsafePut, modelPutFrom:
+		m.values[op.key] = v
+		m.names[modelRead(v, nil)] = fmt.Sprintf("%s v%d", op.key, op.version)
+	case modelDelete:
+		delete(m.values, op.key)
+	case modelGet:
+		if v, ok := m.values[op.key]; ok {
+			return modelRead(v, nil)
+		}
+	case modelReadAt:
+		if v, ok := m.values[op.key]; ok {
+			b := v[min(op.off, len(v)):min(op.off+op.n, len(v))]
+			if len(b) < op.n {
+				return modelRead(b, io.EOF)
+			}
+			return modelRead(b, nil)
+		}
+	}
+	return modelOutcome{}
+}
+
+// describe says what op saw in o, naming the value a read returned if it is one that was put.
+func (m *modelState) describe(op modelOp, o modelOutcome) string {
+	var s string
+	switch {
+	case op.kind != modelGet && op.kind != modelReadAt:
+		s = "ok"
+		if o.err != "" {
+			s = "failed"
+		}
+	case !o.hit:
+		s = "miss"
+	default:
+		s = fmt.Sprintf("hit: %d bytes, crc32c %#08x", o.n, o.sum)
+		if name, ok := m.names[modelOutcome{hit: true, n: o.n, sum: o.sum}]; ok {
+			s += " (" + name + ")"
+		}
+	}
+	if o.err != "" {
+		s += fmt.Sprintf(", %s (%s)", o.err, o.detail)
+	}
+	return s
+}
+
+// modelRun is a cache that model ops are applied to.
+type modelRun struct {
+	name    string
+	dir     string
+	opts    []Option
+	c       *Cache
+	evicted uint64 // by the caches closed before c
+	buf     []byte // ReadAt's
+}
+
+func newModelRun(t testing.TB, name, dir string, opts []Option) *modelRun {
+	t.Helper()
+	return &modelRun{name: name, dir: dir, opts: opts, c: open(t, dir, opts...)}
+}
+
+// do applies op, whose value (for a put) is v, and returns what it saw; an error if the cache
+// does not open again after a Close or crash, and then r can do no more.
+func (r *modelRun) do(op modelOp, v []byte) (modelOutcome, error) {
+	c, k := r.c, []byte(op.key)
+	switch op.kind {
+	case modelPut:
+		return modelResult(c.Put(k, v)), nil
+	case modelUnsafePut:
+		return modelResult(c.UnsafePut(k, v)), nil
+	case modelPutFrom:
+		return modelResult(c.PutFrom(k, bytes.NewReader(v), int64(len(v)))), nil
+	case modelDelete:
+		return modelResult(c.Delete(k)), nil
+	case modelGet:
+		rd, ok := c.Get(k)
+		if !ok {
+			return modelOutcome{}, nil
+		}
+		return modelRead(io.ReadAll(rd)), nil
+	case modelReadAt:
+		if cap(r.buf) < op.n {
+			r.buf = make([]byte, op.n)
+		}
+		p := r.buf[:op.n]
+		n, err := c.ReadAt(k, p, int64(op.off))
+		if errors.Is(err, ErrNotFound) {
+			return modelOutcome{}, nil
+		}
+		return modelRead(p[:n], err), nil
+	case modelDrain:
+		c.Drain()
+	case modelReopen, modelCrash:
+		var closeErr error
+		if op.kind == modelReopen {
+			r.evicted += c.Stats().Evictions
+			closeErr = c.Close()
+		} else {
+			c.Drain()
+			r.evicted += c.Stats().Evictions
+			c.crash()
+		}
+		nc, err := New(r.dir, r.opts...)
+		if err != nil {
+			r.c = nil
+			return modelOutcome{}, fmt.Errorf("%s: %v: New: %w", r.name, op, err)
+		}
+		r.c = nc
+		return modelResult(closeErr), nil
+	}
+	return modelOutcome{}, nil
+}
+
+// close closes the cache, if it is open.
+func (r *modelRun) close() {
+	if r.c != nil {
+		r.c.Close()
+	}
+}
+
+// evictions is the number of segments (or blob files) the cache evicted, before reopens too.
+func (r *modelRun) evictions() uint64 { return r.evicted + r.c.Stats().Evictions }
+
+// modelSize returns the size of a value for a key of keyLen bytes, with a write buffer of wbs
+// bytes: mostly below 12000 bytes, one in ten around or above the write buffer (the largest
+// value a batch takes, the smallest that is streamed, exactly wbs, up to 200 KiB), capped at
+// limit, the largest value the cache takes (in the one-file-per-blob mode, the largest that a
+// batch takes).
+func modelSize(rng *rand.Rand, wbs int64, keyLen int, limit int64) int {
 	if rng.IntN(10) != 0 {
 		return rng.IntN(12000)
 	}
-	return sizeAroundBuffer(rng, c.opts.WriteBufferSize, keyLen, c.MaxValueSize(keyLen))
+	return sizeAroundBuffer(rng, wbs, keyLen, limit)
 }
 
 // modelValue is value(key, version, size), except that values past the write buffer are
