@@ -532,14 +532,15 @@ func (w *writer) failed(err error) {
 	w.mu.Unlock()
 }
 
-// sealed notes the end of a segment's seal (err says whether it failed: it is then reported
-// to the next caller, as a failed batch is) and wakes a rotation waiting in makeRoom to evict
-// it.
+// sealed notes the end of a segment's seal (err says whether it failed) and wakes a rotation
+// waiting in makeRoom to evict it. A failed seal loses nothing (the segment is scanned on the
+// next open), so it is not returned to a caller as a failed batch is: it is counted in
+// Stats.FlushErrors and noted in Stats.LastCorruption, and Close reports it if it happens
+// during Close.
 func (w *writer) sealed(err error) {
 	w.mu.Lock()
 	if err != nil {
 		w.lastErr = err
-		w.failErr = err
 	}
 	w.cond.Broadcast()
 	w.mu.Unlock()
