@@ -61,28 +61,6 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
-func TestCrashRecoversEverythingDrained(t *testing.T) {
-	dir := t.TempDir()
-	c := open(t, dir, small(WithFsync(true))...)
-	for i := range 300 {
-		k := fmt.Sprintf("k%d", i)
-		c.Put([]byte(k), value(k, 0, 5000))
-	}
-	c.Delete([]byte("k7"))
-	c.Drain()
-	c.crash()
-	c = open(t, dir, small(WithFsync(true))...)
-	defer c.Close()
-	for i := range 300 {
-		k := fmt.Sprintf("k%d", i)
-		if i == 7 {
-			expect(t, c, k, nil)
-			continue
-		}
-		expect(t, c, k, value(k, 0, 5000))
-	}
-}
-
 func TestOrphansRemoved(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, small()...)
@@ -197,24 +175,6 @@ func TestPerBlobRecoveryAndEviction(t *testing.T) {
 		t.Fatal("the per-blob mode was not adopted from the directory")
 	}
 	expect(t, c, "k398", value("k398", 0, 5000))
-}
-
-func TestDeleteDurableWithFsync(t *testing.T) {
-	dir := t.TempDir()
-	c := open(t, dir, small(WithFsync(true))...)
-	c.Put([]byte("a"), []byte("1"))
-	c.Put([]byte("b"), []byte("2"))
-	c.Drain()
-	c.Close()
-	c = open(t, dir, small(WithFsync(true))...)
-	if err := c.Delete([]byte("a")); err != nil {
-		t.Fatal(err)
-	}
-	c.crash() // no Drain, no Close: the Delete itself must have been made durable
-	c = open(t, dir, small(WithFsync(true))...)
-	defer c.Close()
-	expect(t, c, "a", nil)
-	expect(t, c, "b", []byte("2"))
 }
 
 // TestBadFooterScanned damages the footer of a sealed segment: its records are recovered by
