@@ -78,10 +78,12 @@ type writer struct {
 	lastErr   error      // the last flush error
 	poisoned  *segHandle // a segment with a failed batch in it: seal it before anything else
 	broken    error      // set once, for good: every write is refused with it (breakLocked)
-	// roomWait is the segment makeRoom waits to see sealed, and since when.
+	// roomWait is the segment makeRoom waits to see sealed, since when, and whether a timer
+	// will wake the waiters when its streams' grace ends.
 	roomWait struct {
 		seg   *segHandle
 		since time.Time
+		woken bool
 	}
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
@@ -345,7 +347,7 @@ func (w *writer) waitForSeal(oldest *segHandle) {
 	rw := &w.roomWait
 	now := time.Now()
 	if rw.seg != oldest {
-		rw.seg, rw.since = oldest, now
+		rw.seg, rw.since, rw.woken = oldest, now, false
 		w.c.stats.roomWaits.Add(1)
 	}
 	if oldest.streams > 0 {
@@ -355,8 +357,10 @@ func (w *writer) waitForSeal(oldest *segHandle) {
 					s.evicting.Store(true)
 				}
 			}
-		} else {
-			// Wake up to look again when the grace ends, sealed or not.
+		} else if !rw.woken {
+			// Wake up to look again when the grace ends, sealed or not (once per segment
+			// waited for: other wake-ups come and go meanwhile).
+			rw.woken = true
 			time.AfterFunc(streamGrace-now.Sub(rw.since), func() {
 				w.mu.Lock()
 				w.cond.Broadcast()
