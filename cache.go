@@ -14,7 +14,6 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
-	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -40,6 +39,7 @@ type Cache struct {
 	nextSegmentID atomic.Uint32 // last id used
 	diskBytes     atomic.Int64
 
+	layout layout // segment files or one file per blob
 	w      *writer
 	closed atomic.Bool
 	stats  counters
@@ -93,25 +93,20 @@ func New(path string, opts ...Option) (*Cache, error) {
 	default:
 		c.idx = index.NewHashTable(int(o.ExpectedBlobs))
 	}
-	recover := c.recover
 	if o.PerBlobFiles {
-		recover = c.recoverBlobs
+		c.layout = blobFiles{c}
+	} else {
+		c.layout = segmentLayout{c}
 	}
-	stamp, err := recover()
+	stamp, err := c.layout.recover()
 	if err != nil {
 		c.closeSegments()
 		c.lock.Close()
 		return nil, err
 	}
 	c.loadBloom(stamp)
-	if o.MaxSize > 0 && !o.PerBlobFiles {
-		if err := c.evict(o.MaxSize); err != nil {
-			c.closeSegments()
-			c.lock.Close()
-			return nil, err
-		}
-	} else if o.MaxSize > 0 {
-		if err := c.evictBlobs(o.MaxSize); err != nil {
+	if o.MaxSize > 0 {
+		if err := c.layout.evict(o.MaxSize); err != nil {
 			c.closeSegments()
 			c.lock.Close()
 			return nil, err
@@ -273,22 +268,12 @@ func (c *Cache) UnsafePutChecksummed(key, value []byte, checksum uint32) error {
 // fit in one segment, with its footer entry, the trailer and (with DirectIO) its padding. A
 // record larger than a write buffer is not buffered: Put and PutFrom write it straight into its
 // segment (see stream.go). In the one-file-per-blob mode a record must fit in one write buffer.
-func (c *Cache) MaxValueSize(keyLen int) int64 {
-	if c.opts.PerBlobFiles {
-		return min(c.opts.WriteBufferSize-record.HeaderSize-int64(keyLen), 1<<31)
-	}
-	n := c.opts.SegmentSize - segment.HeaderSize - record.EntrySize - record.TrailerSize -
-		record.HeaderSize - int64(keyLen)
-	if c.opts.DirectIOWrites {
-		n -= 2 * (vfs.DirectIOAlignment + record.HeaderSize) // the most a lead and a pad add
-	}
-	return min(n, 1<<31)
-}
+func (c *Cache) MaxValueSize(keyLen int) int64 { return c.layout.maxValueSize(keyLen) }
 
 // buffered reports whether a record of n bytes goes through a write buffer; a larger one is
 // written straight into its segment.
 func (c *Cache) buffered(n int64) bool {
-	return c.opts.PerBlobFiles || n <= c.opts.WriteBufferSize
+	return !c.layout.streams() || n <= c.opts.WriteBufferSize
 }
 
 func (c *Cache) checkKey(key []byte) error {

@@ -80,7 +80,7 @@ func (l *keyLookup) next() bool {
 			}
 			return false
 		}
-		s, recOff := l.c.acquireRecord(l.h, loc)
+		s, recOff := l.c.layout.acquire(l.h, loc)
 		if s == nil {
 			continue // gone since the index said so: look again
 		}
@@ -145,13 +145,4 @@ func (l *keyLookup) checkHeader(b []byte) (hdr record.Header, ok bool) {
 func (c *Cache) stillAt(h uint64, loc index.Loc) bool {
 	now, ok := c.idx.Get(h)
 	return ok && now == loc
-}
-
-// acquireRecord returns the file holding the record at loc, with a reader reference, and the
-// record's offset in it; nil if the file is gone (evicted, overwritten or deleted).
-func (c *Cache) acquireRecord(h uint64, loc index.Loc) (*segHandle, int64) {
-	if c.opts.PerBlobFiles {
-		return c.openBlobFile(h, loc), 0
-	}
-	return c.segs.acquire(loc.Segment), int64(loc.Offset)
 }

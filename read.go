@@ -129,7 +129,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		return nil, openRetry
 	}
 	hdr, ok := l.checkHeader(b[:hk])
-	if ok && c.opts.PerBlobFiles && int64(len(b)) == int64(loc.Length) {
+	if ok && c.layout.checksValues() && int64(len(b)) == int64(loc.Length) {
 		// A blob file is not scanned on open, so a torn one is caught here.
 		if err := record.CheckValue(hdr, b[hk:]); err != nil {
 			c.stats.corrupt.Add(1)
@@ -146,7 +146,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		c: c, h: l.h, loc: loc, size: end - off, buf: buf,
 		hasSum: hdr.Flags&record.FlagHasChecksum != 0, sum: hdr.Sum,
 	}
-	if (c.opts.VerifyOnRead || c.opts.PerBlobFiles) && whole {
+	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
 		if r.hasSum && c.opts.ChecksumHash != nil {
@@ -279,7 +279,7 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	if !ok {
 		return 0, openMiss, nil
 	}
-	if (c.opts.VerifyOnRead || c.opts.PerBlobFiles) && off == 0 && int64(len(want)) == vlen {
+	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
 		if got := record.CRC(want); got != hdr.ValueCRC {
 			c.stats.corrupt.Add(1)
 			return 0, openHit, fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",

@@ -141,7 +141,7 @@ func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
 	if size < 0 {
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
 	}
-	if size <= int64(c.chunkSize()) || c.opts.PerBlobFiles {
+	if size <= int64(c.chunkSize()) || !c.layout.streams() {
 		return c.putFromBuffered(key, r, size)
 	}
 	return c.putFromStream(key, r, size, nil)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
-	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/invariants"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -236,25 +235,17 @@ func (w *writer) openBatch() (*batch.Batch, error) {
 	return w.open, nil
 }
 
-// cut seals the open batch, places it in the active segment (rotating to a new segment when it
-// does not fit) and queues it for a flush worker. The caller holds mu; cut may release it while
-// it waits for room under MaxSize, but never once it has taken the batch, so batches are placed
-// in the order they were cut.
+// cut seals the open batch, has the layout place it (in the active segment, rotating to a new
+// segment when it does not fit) and queues it for a flush worker. The caller holds mu; cut may
+// release it while it waits for room under MaxSize (layout.room), but never once it has taken
+// the batch, so batches are placed in the order they were cut.
 func (w *writer) cut() error {
 	for {
 		b := w.open
 		if b == nil || b.Len() == 0 {
 			return nil
 		}
-		if w.c.opts.PerBlobFiles {
-			w.open = nil
-			_, n := b.Seal()
-			w.nextSeq++
-			count := uint64(b.Len())
-			w.toWrite.push(&flushJob{seq: w.nextSeq, b: b, length: n, seqBase: w.c.blobSeq.Add(count) - count + 1})
-			return nil
-		}
-		ready, err := w.makeRoom(b.SealedSize(), b.Len())
+		ready, err := w.c.layout.room(w, b.SealedSize(), b.Len())
 		if err != nil {
 			return err
 		}
@@ -265,22 +256,11 @@ func (w *writer) cut() error {
 	b := w.open
 	w.open = nil
 	bufs, n := b.Seal()
-	if !w.fits(n, b.Len()) {
-		if err := w.rotate(); err != nil {
-			// The batch cannot be placed. It still goes through the ordered pipeline, failed,
-			// so that forgetting its keys happens after the batches before it are committed.
-			err = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
-			w.nextSeq++
-			w.toWrite.push(&flushJob{seq: w.nextSeq, b: b, length: n, err: err})
-			return err
-		}
-	}
+	job, err := w.c.layout.place(w, b, bufs, n)
 	w.nextSeq++
-	job := &flushJob{seq: w.nextSeq, b: b, seg: w.active, base: w.activeEnd, bufs: bufs, length: n}
-	w.activeEnd += n
-	w.footerLen += int64(b.Len()) * record.EntrySize
+	job.seq = w.nextSeq
 	w.toWrite.push(job)
-	return nil
+	return err
 }
 
 // fits reports whether n more bytes of records, with entries footer entries, go in the active
@@ -577,11 +557,7 @@ func (w *writer) flushWorker() {
 		}
 		if job.b != nil && job.err == nil {
 			start := time.Now()
-			if w.c.opts.PerBlobFiles {
-				job.err = w.c.writeBlobFiles(job)
-			} else {
-				job.err = job.seg.active.WriteBatch(job.bufs, job.base)
-			}
+			job.err = w.c.layout.write(job)
 			w.c.stats.flushNanos.Add(uint64(time.Since(start)))
 		}
 		w.done.push(job)
@@ -626,30 +602,12 @@ func (w *writer) commit(j *flushJob) {
 		c.reclaim()
 		return
 	}
-	entries := j.b.Entries()
 	if j.err != nil {
 		// The batch is lost. Forget every key it touched: a Put in it must not fall back to the
 		// key's older value (a newer one was acknowledged), and a Delete in it stays done while
 		// the process lives.
-		for i := range entries {
-			// The older record is not freed (punched out): until the tombstone that makes
-			// the forgetting durable is on disk, a crash brings it back through its footer,
-			// and it must come back whole.
-			if old, ok := c.idx.Delete(entries[i].Hash); ok && c.opts.PerBlobFiles {
-				// The batch's failure is reported below; a file left behind is one more
-				// reason the forgetting may not last a restart, which finding 10 allows.
-				_ = c.removeBlob(entries[i].Hash, old)
-			}
-		}
+		keys := c.layout.lose(j)
 		c.stats.flushErrors.Add(1)
-		var keys [][]byte
-		if c.opts.PerBlobFiles {
-			c.forgetBlobFiles(j) // removing the old files above made the forgetting durable
-		} else {
-			for i := range entries {
-				keys = append(keys, j.b.Key(i))
-			}
-		}
 		w.mu.Lock()
 		w.forgotten = append(w.forgotten, keys...)
 		w.failErr = j.err
@@ -661,30 +619,8 @@ func (w *writer) commit(j *flushJob) {
 			w.poisoned = j.seg
 		}
 		w.mu.Unlock()
-	} else if c.opts.PerBlobFiles {
-		c.commitBlobs(j)
-		c.stats.flushedBytes.Add(uint64(j.length))
 	} else {
-		seg := j.seg
-		for i := range entries {
-			e := entries[i].Entry
-			e.Offset += uint32(j.base)
-			seg.footer = append(seg.footer, e)
-			switch e.Kind {
-			case record.KindPut:
-				loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}
-				if old, ok := c.idx.Put(e.Hash, loc); ok {
-					c.freeRecord(old, seg.id)
-				}
-			case record.KindDelete:
-				if old, ok := c.idx.Delete(e.Hash); ok {
-					c.freeRecord(old, seg.id)
-				}
-			}
-		}
-		seg.dataEnd = j.base + j.length
-		c.stats.flushedBytes.Add(uint64(j.length))
-		c.stats.flushes.Add(1)
+		c.layout.commit(j)
 	}
 	w.mu.Lock()
 	w.dropLive(j.b)
