@@ -56,9 +56,9 @@ type layout interface {
 type segmentLayout struct{ c *Cache }
 
 func (l segmentLayout) recover() (bloom.Stamp, error) { return l.c.recover() }
-func (l segmentLayout) evict(limit int64) error        { return l.c.evict(limit) }
-func (l segmentLayout) streams() bool                  { return true }
-func (l segmentLayout) checksValues() bool             { return false }
+func (l segmentLayout) evict(limit int64) error       { return l.c.evict(limit) }
+func (l segmentLayout) streams() bool                 { return true }
+func (l segmentLayout) checksValues() bool            { return false }
 
 // maxValueSize: a record must fit in one segment, with its footer entry, the trailer and (with
 // DirectIO) its padding. A record larger than a write buffer is not buffered: Put and PutFrom
@@ -139,9 +139,9 @@ func (l segmentLayout) acquire(h uint64, loc index.Loc) (*segHandle, int64) {
 type blobFiles struct{ c *Cache }
 
 func (l blobFiles) recover() (bloom.Stamp, error) { return l.c.recoverBlobs() }
-func (l blobFiles) evict(limit int64) error        { return l.c.evictBlobs(limit) }
-func (l blobFiles) streams() bool                  { return false }
-func (l blobFiles) checksValues() bool             { return true }
+func (l blobFiles) evict(limit int64) error       { return l.c.evictBlobs(limit) }
+func (l blobFiles) streams() bool                 { return false }
+func (l blobFiles) checksValues() bool            { return true }
 
 // maxValueSize: a record must fit in one write buffer.
 func (l blobFiles) maxValueSize(keyLen int) int64 {
