@@ -3,7 +3,6 @@ package blobcache
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,15 +116,16 @@ func verifyBlobFile(fs vfs.FS, path string, res *VerifyResult) (int64, error) {
 		return 0, err
 	}
 	h, _, _ := parseBlobName(filepath.Base(path))
-	if err := checkRecord(b, record.Entry{Hash: h, Kind: record.KindPut}); err != nil {
-		res.Corrupt = append(res.Corrupt, Corruption{File: path, Err: err})
+	if err := segment.CheckRecord(b, record.Entry{Hash: h, Kind: record.KindPut}); err != nil {
+		res.Corrupt = append(res.Corrupt, Corruption{File: path, Err: verifyError(err)})
 	} else {
 		res.Records++
 	}
 	return int64(len(b)), nil
 }
 
-// verifySegment checks one segment, appending what it finds to res, and returns the bytes read.
+// verifySegment checks one segment (segment.Verify), appending what it finds to res, and
+// returns the bytes read.
 func verifySegment(fs vfs.FS, dir string, id uint32, res *VerifyResult) (int64, error) {
 	path := filepath.Join(dir, segment.FileName(id))
 	f, size, err := segment.OpenReadOnly(fs, dir, id)
@@ -133,66 +133,20 @@ func verifySegment(fs vfs.FS, dir string, id uint32, res *VerifyResult) (int64, 
 		return 0, err
 	}
 	defer f.Close()
-	entries, _, ferr := segment.ReadFooter(f, size)
-	if ferr != nil {
-		// Unsealed (active, or left by a crash): scan; a torn tail is expected, not corruption.
-		scan := segment.Scan(f, size, func(record.Entry, record.Header, []byte) error { return nil })
-		res.Records += scan.Records
-		if !errors.Is(ferr, record.ErrNoFooter) {
-			res.Corrupt = append(res.Corrupt, Corruption{File: path, Offset: size, Err: ferr})
-		}
-		if scan.Err != nil && !scan.Torn {
-			res.Corrupt = append(res.Corrupt, Corruption{File: path, Offset: scan.End, Err: scan.Err})
-		}
-		return size, nil
+	v, err := segment.Verify(f, size)
+	res.Records += v.Records
+	res.Freed += v.Freed
+	for _, p := range v.Problems {
+		res.Corrupt = append(res.Corrupt, Corruption{File: path, Offset: p.Offset, Err: verifyError(p.Err)})
 	}
-	buf := make([]byte, 0, 1<<20)
-	for _, e := range entries {
-		if cap(buf) < int(e.Length) {
-			buf = make([]byte, 0, e.Length)
-		}
-		b := buf[:e.Length]
-		if _, err := f.ReadAt(b, int64(e.Offset)); err != nil && !errors.Is(err, io.EOF) {
-			return size, fmt.Errorf("read offset %d: %w", e.Offset, err)
-		}
-		if err := checkRecord(b, e); err != nil {
-			if errors.Is(err, ErrChecksumMismatch) && freedRecord(f, e) {
-				res.Freed++
-				continue
-			}
-			res.Corrupt = append(res.Corrupt, Corruption{File: path, Offset: int64(e.Offset), Err: err})
-			continue
-		}
-		res.Records++
-	}
-	return size, nil
+	return size, err
 }
 
-// checkRecord checks a whole record against its footer entry.
-func checkRecord(b []byte, e record.Entry) error {
-	h, key, err := record.Decode(b)
-	if err != nil {
-		return err
+// verifyError is a damaged value's error as the cache's readers report it (ErrChecksumMismatch),
+// any other damage as it is (ErrCorrupt).
+func verifyError(err error) error {
+	if errors.Is(err, record.ErrValueChecksum) {
+		return fmt.Errorf("%w: %w", ErrChecksumMismatch, err)
 	}
-	if h.Len() != int64(len(b)) || h.Kind != e.Kind || record.KeyHash(key) != e.Hash {
-		return fmt.Errorf("%w: record does not match its footer entry", ErrCorrupt)
-	}
-	if h.Kind == record.KindPut {
-		v := b[record.HeaderSize+len(key):]
-		if got := record.CRC(v); got != h.ValueCRC {
-			return fmt.Errorf("%w: value crc32c %#08x, stored %#08x", ErrChecksumMismatch, got, h.ValueCRC)
-		}
-	}
-	return nil
-}
-
-// freedRecord reports whether the blocks of record e past its header and longest key are a hole:
-// the cache punched them out when the blob was overwritten or deleted (see Cache.freeRecord).
-func freedRecord(f vfs.File, e record.Entry) bool {
-	from, to := segment.FreedRange(int64(e.Offset), int64(e.Length))
-	if to <= from {
-		return false
-	}
-	hole, ok := vfs.IsHole(f, from, to-from)
-	return ok && hole
+	return err
 }
