@@ -86,10 +86,8 @@ func (l segmentLayout) place(w *writer, b *batch.Batch, bufs [][]byte, n int64) 
 			return &flushJob{b: b, length: n, err: err}, err
 		}
 	}
-	j := &flushJob{b: b, seg: w.active, base: w.activeEnd, bufs: bufs, length: n}
-	w.activeEnd += n
-	w.footerLen += int64(b.Len()) * record.EntrySize
-	return j, nil
+	off, _ := w.active.active.Reserve(n, b.Len()) // it fits: rotate made a segment it fits in
+	return &flushJob{b: b, seg: w.active, base: off, bufs: bufs, length: n}, nil
 }
 
 func (l segmentLayout) write(j *flushJob) error { return j.seg.active.WriteBatch(j.bufs, j.base) }

@@ -603,9 +603,9 @@ func (s *scenario) fault(t *testing.T, td *datadriven.TestData) string {
 				n := parseSize(t, td, rest)
 				w := s.cache(t, td).w
 				w.mu.Lock()
-				base := w.activeEnd
-				if w.active == nil || w.active == w.poisoned {
-					base = segment.HeaderSize // the next batch starts a new segment
+				base := int64(segment.HeaderSize) // the next batch starts a new segment
+				if w.active != nil && w.active != w.poisoned {
+					base = w.active.active.End()
 				}
 				w.mu.Unlock()
 				f.Off = base + n

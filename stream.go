@@ -425,13 +425,15 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 		}
 	}
 	w.supersede(h, key)
-	footer := int64(record.EntrySize)
 	if !w.fits(length, 1) {
 		if err := w.rotate(); err != nil {
 			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 		}
 	}
-	s := &stream{key: bytes.Clone(key), seg: w.active, base: w.activeEnd, lead: lead, length: length, ordered: ordered}
+	// The range is placed now, pads written or not: if they fail, it is a gap (its footer
+	// entry, counted, stays unused).
+	base, _ := w.active.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
+	s := &stream{key: bytes.Clone(key), seg: w.active, base: base, lead: lead, length: length, ordered: ordered}
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later
 	// batch's sync (with Fsync) makes them durable too. The record's header goes exactly where
@@ -451,11 +453,8 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
 		// what finds the records placed after it.
 		w.poisoned = s.seg
-		w.activeEnd += length
 		return nil, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
-	w.activeEnd += length
-	w.footerLen += footer
 	s.seg.streams++
 	w.streams = append(w.streams, s)
 	w.streamWG.Add(1)

@@ -89,8 +89,6 @@ type writer struct {
 	forgotten [][]byte
 	nextSeq   uint64
 	active    *segHandle // segment that new batches are placed in
-	activeEnd int64      // where the next batch goes in active
-	footerLen int64      // footer bytes active will need for what is placed in it
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -266,8 +264,7 @@ func (w *writer) cut() error {
 // fits reports whether n more bytes of records, with entries footer entries, go in the active
 // segment. The caller holds mu.
 func (w *writer) fits(n int64, entries int) bool {
-	return w.active != nil && w.active != w.poisoned &&
-		w.activeEnd+n+w.footerLen+int64(entries)*record.EntrySize+record.TrailerSize <= w.c.opts.SegmentSize
+	return w.active != nil && w.active != w.poisoned && w.active.active.Fits(n, entries)
 }
 
 // makeRoom makes sure that, if placing n bytes of records with entries footer entries needs a
@@ -353,7 +350,7 @@ func (w *writer) waitForSeal(oldest *segHandle) {
 
 // activeFinal is the size the active segment will have once sealed. The caller holds mu.
 func (w *writer) activeFinal() int64 {
-	return w.activeEnd + w.footerLen + record.TrailerSize
+	return w.active.active.SealedSize()
 }
 
 // breakLocked makes the writer refuse every further write with err, for good: after a segment
@@ -433,8 +430,6 @@ func (w *writer) rotate() error {
 	c.segs.add(s)
 	c.segs.mu.Unlock()
 	w.active = s
-	w.activeEnd = segment.HeaderSize
-	w.footerLen = 0
 	return nil
 }
 
@@ -450,10 +445,10 @@ func (w *writer) sealActive() {
 		if w.active.streams > 0 {
 			// A streamed record is still being written: its last stream queues the seal.
 			w.active.sealDeferred = true
-			w.active.sealBase = w.activeEnd
+			w.active.sealBase = w.active.active.End()
 		} else {
 			w.nextSeq++
-			w.toWrite.push(&flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.activeEnd})
+			w.toWrite.push(&flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.active.active.End()})
 		}
 		if w.poisoned == w.active {
 			w.poisoned = nil

@@ -136,3 +136,30 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("one flipped value byte: %d records, problems %v, err %v", v.Records, v.Problems, err)
 	}
 }
+
+// TestReserve: placements go back to back from the header block, and one that would leave no
+// room for the footer entries and trailer is refused without changing anything.
+func TestReserve(t *testing.T) {
+	const capacity = 64 << 10
+	a, err := Create(vfs.Default, t.TempDir(), 1, capacity, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if off, ok := a.Reserve(1000, 3); !ok || off != HeaderSize {
+		t.Fatalf("first reservation at %d, %v", off, ok)
+	}
+	if off, ok := a.Reserve(500, 1); !ok || off != HeaderSize+1000 {
+		t.Fatalf("second reservation at %d, %v", off, ok)
+	}
+	left := capacity - a.SealedSize() - record.EntrySize // room for one more record of one entry
+	if a.Fits(left+1, 1) {
+		t.Fatal("a record past the footer's room fits")
+	}
+	if _, ok := a.Reserve(left+1, 1); ok || a.End() != HeaderSize+1500 {
+		t.Fatalf("a refused reservation moved the end to %d", a.End())
+	}
+	if off, ok := a.Reserve(left, 1); !ok || off != HeaderSize+1500 || a.SealedSize() != capacity {
+		t.Fatalf("the last reservation at %d, %v; sealed size %d of %d", off, ok, a.SealedSize(), capacity)
+	}
+}

@@ -66,9 +66,19 @@ type Options struct {
 
 // Active is a segment being filled. WriteBatch calls at disjoint offsets may
 // run concurrently; Seal and Close must not overlap them.
+//
+// Placement: records go one after the other from the header block on, and
+// each will need a footer entry when the segment is sealed. Reserve gives
+// each batch or streamed record its offset only while the records placed so
+// far, their footer and the trailer fit in the capacity, so a seal always
+// fits. The placement methods are not safe for concurrent use: the writer
+// calls them under its lock.
 type Active struct {
-	id   uint32
-	opts Options
+	id       uint32
+	opts     Options
+	capacity int64
+	end      int64 // where the next record goes
+	footer   int64 // bytes of footer entries for what is placed
 	// f is the buffered descriptor: readers pread from it while the
 	// segment is active and after it is sealed; the footer is written
 	// through it.
@@ -92,7 +102,7 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("segment: create: %w", err)
 	}
-	a := &Active{id: id, opts: opts, f: f}
+	a := &Active{id: id, opts: opts, f: f, capacity: capacity, end: HeaderSize}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -129,6 +139,32 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 	}
 	return a, nil
 }
+
+// Fits reports whether n more bytes of records, with entries footer
+// entries, fit: records, footer and trailer within the capacity.
+func (a *Active) Fits(n int64, entries int) bool {
+	return a.end+n+a.footer+int64(entries)*record.EntrySize+record.TrailerSize <= a.capacity
+}
+
+// Reserve places n bytes of records with entries footer entries at the end
+// of what is placed, and returns their offset; ok is false (and nothing is
+// placed) if they do not fit.
+func (a *Active) Reserve(n int64, entries int) (off int64, ok bool) {
+	if !a.Fits(n, entries) {
+		return 0, false
+	}
+	off = a.end
+	a.end += n
+	a.footer += int64(entries) * record.EntrySize
+	return off, true
+}
+
+// End is where the records placed so far end: the data end a seal writes.
+func (a *Active) End() int64 { return a.end }
+
+// SealedSize is the size the file will have once sealed with what is placed
+// so far: records, footer and trailer.
+func (a *Active) SealedSize() int64 { return a.end + a.footer + record.TrailerSize }
 
 // ID returns the segment's id.
 func (a *Active) ID() uint32 { return a.id }
