@@ -111,10 +111,29 @@ func TestModel(t *testing.T) {
 			t.Fatalf("step %d: %v: %s, want %s", step, op, model.describe(op, got), model.describe(op, want))
 		}
 	}
+	// A second writer, on keys of its own, puts values below, at and above the write buffer
+	// (Put and PutFrom) while the sequence runs, so that the pipeline sees two goroutines'
+	// batches and streams at once; a hit of its keys must be its last value. It stops while
+	// the sequence closes, reopens or crashes the cache (gate).
+	var gate sync.RWMutex
+	pace := make(chan struct{}, 1) // one background operation per step at most
+	defer startModelBackgroundWriter(t, rng.Uint64(), &gate, pace, r, evicts)()
 	for step, op := range ops {
 		wd.tick()
 		if evicts {
 			checkDisk(step)
+		}
+		select {
+		case pace <- struct{}{}:
+		default:
+		}
+		if op.kind == modelReopen || op.kind == modelCrash {
+			func() {
+				gate.Lock()
+				defer gate.Unlock() // a t.Fatalf in do must not leave the writer blocked
+				do(step, op)
+			}()
+			continue
 		}
 		do(step, op)
 	}
@@ -578,5 +597,69 @@ func TestBackpressure(t *testing.T) {
 	for i := range 100 {
 		k := fmt.Sprintf("k%d", i)
 		expect(t, c, k, value(k, 0, 8<<10))
+	}
+}
+
+// startModelBackgroundWriter runs a writer beside TestModel's sequence: Put or PutFrom of keys
+// "bg-0".."bg-49" with sizes from sizeAroundBuffer and below, each followed by a Get of the key
+// that must be the value just put (or, in an evicting variant, a miss). It takes gate shared
+// around each operation, so that it never meets a cache being closed or reopened, and waits for
+// a token on pace before each (the sequence gives one a step). The returned stop ends it and
+// reports its failures through t.
+func startModelBackgroundWriter(t *testing.T, seed uint64, gate *sync.RWMutex, pace <-chan struct{}, r *modelRun, evicts bool) (stop func()) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	quit, done := make(chan struct{}), make(chan error, 1)
+	wd := startWatchdog(t, "background writer", 0)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				t.Logf("background writer: %d puts", i)
+				done <- nil
+				return
+			case <-pace:
+			case <-time.After(time.Second):
+				wd.tick() // idle, waiting for the sequence: not a hang of the cache
+				i--
+				continue
+			}
+			wd.tick()
+			k := fmt.Sprintf("bg-%d", rng.IntN(50))
+			gate.RLock()
+			c := r.c
+			n := rng.IntN(8000)
+			if rng.IntN(4) == 0 {
+				n = sizeAroundBuffer(rng, c.opts.WriteBufferSize, len(k), c.MaxValueSize(len(k)))
+			}
+			v := mixedValue([]byte(k), i, n)
+			var err error
+			if rng.IntN(2) == 0 {
+				err = c.Put([]byte(k), v)
+			} else {
+				err = c.PutFrom([]byte(k), bytes.NewReader(v), int64(len(v)))
+			}
+			if err == nil {
+				if rd, ok := c.Get([]byte(k)); ok {
+					b, rerr := io.ReadAll(rd)
+					if rerr != nil || !bytes.Equal(b, v) {
+						err = fmt.Errorf("Get(%s) after its Put: %d bytes, err %v, want the %d put", k, len(b), rerr, len(v))
+					}
+				} else if !evicts {
+					err = fmt.Errorf("Get(%s) after its Put: miss", k)
+				}
+			}
+			gate.RUnlock()
+			if err != nil {
+				done <- fmt.Errorf("background writer, put %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		wd.stop()
 	}
 }
