@@ -40,23 +40,30 @@ import (
 //     the oldest segment is sealed and can be evicted (makeRoom), so the disk holds at most
 //     MaxSize right after a rotation and at most MaxSize plus one segment at any moment.
 
-// flushJob is one unit of the ordered pipeline: a batch to write, or a segment to seal once
-// every batch placed in it before is committed.
+// flushJob is one unit of the ordered pipeline, in one of three roles:
+//   - a batch (b != nil): written by a flush worker (layout.write), then committed in order
+//     (layout.commit; layout.lose if err is set: it could not be placed, or its write failed);
+//   - a seal (seal): seg's footer is written once every job placed in it before is committed;
+//   - a streamed record's publication (stream != nil): its footer entry, and its index entry
+//     unless endStream put it there already (indexed). See stream.go.
 type flushJob struct {
-	seq    uint64
-	b      *batch.Batch
-	seg    *segHandle
-	base   int64 // offset of the batch in the segment
-	bufs   [][]byte
-	length int64
-	seal   bool // seal seg (no batch)
-	// seqBase is the seq of the batch's first record in per-blob mode.
-	seqBase uint64
-	// stream is the footer entry of a streamed record to publish (no batch); indexed says
-	// endStream already put it in the index. See stream.go.
+	seq    uint64     // its place in the commit order
+	seg    *segHandle // the segment it belongs to; nil for a blob-file batch or one not placed
+	base   int64      // a batch: its offset in seg; a seal: seg's data end
+	length int64      // a batch or a streamed record: its bytes
+
+	// A batch.
+	b       *batch.Batch
+	bufs    [][]byte // segments: what the flush worker writes at base
+	seqBase uint64   // blob files: the seq of the batch's first record
+	err     error    // it could not be placed, or its write failed
+
+	// A seal.
+	seal bool
+
+	// A streamed record's publication.
 	stream  *record.Entry
 	indexed bool
-	err     error
 }
 
 type writer struct {
