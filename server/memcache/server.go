@@ -56,13 +56,17 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// Lock order: mu, then a conn's mu. A conn never takes mu while it holds its own, so
+	// it reads closing without mu.
 	mu struct {
 		sync.Mutex
-		closing   bool
 		listeners map[net.Listener]struct{}
 		conns     map[*conn]struct{}
 	}
 	wg sync.WaitGroup // connection goroutines
+
+	// closing is set once, under mu, by Shutdown; read by anyone without a lock.
+	closing atomic.Bool
 
 	// testHooks are set by tests before Serve.
 	testHooks struct {
@@ -115,7 +119,7 @@ func Reject(c net.Conn) { io.WriteString(c, "SERVER_ERROR too many open connecti
 // error: ErrServerClosed after Shutdown.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
-	if s.mu.closing {
+	if s.closing.Load() {
 		s.mu.Unlock()
 		return ErrServerClosed
 	}
@@ -130,10 +134,7 @@ func (s *Server) Serve(l net.Listener) error {
 	for {
 		nc, err := l.Accept()
 		if err != nil {
-			s.mu.Lock()
-			closing := s.mu.closing
-			s.mu.Unlock()
-			if closing {
+			if s.closing.Load() {
 				return ErrServerClosed
 			}
 			var ne net.Error
@@ -148,7 +149,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delay = 0
 		c := s.newConn(nc)
 		s.mu.Lock()
-		if s.mu.closing {
+		if s.closing.Load() {
 			s.mu.Unlock()
 			nc.Close()
 			return ErrServerClosed
@@ -165,7 +166,7 @@ func (s *Server) Serve(l net.Listener) error {
 // returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.mu.closing = true
+	s.closing.Store(true)
 	for l := range s.mu.listeners {
 		l.Close()
 	}
@@ -189,12 +190,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
-}
-
-func (s *Server) closing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.closing
 }
 
 // conn is one client connection, served by one goroutine.
@@ -286,10 +281,12 @@ func isNetErr(err error) bool {
 // returns false when the connection should end.
 func (c *conn) waitCommand() bool {
 	if c.r.Buffered() > 0 {
-		return !c.s.closing()
+		return !c.s.closing.Load()
 	}
+	// Checked under c.mu: Shutdown sets closing before it wakes idle connections under
+	// their mu, so either this sees closing or Shutdown sees idle.
 	c.mu.Lock()
-	if c.s.closing() {
+	if c.s.closing.Load() {
 		c.mu.Unlock()
 		return false
 	}
