@@ -194,7 +194,7 @@ func (ds *damageSet) mayLose(sealed bool, file string, from int64, mask []byte) 
 	if file != filepath.Join(segDir, segment.FileName(1)) {
 		return nil // bloom.dat is rebuilt; a bad identity file refuses the open
 	}
-	if from < record.SegmentHeaderSize {
+	if from < segment.HeaderLen {
 		return anyKey // the segment is dropped
 	}
 	damaged := append([]byte(nil), ds.files[file]...)
@@ -238,10 +238,10 @@ func (ds *damageSet) targets(sealed bool) []target {
 	add := func(file string, off int64, what string, noticed bool) {
 		ts = append(ts, target{file: file, off: off, what: what, noticed: noticed})
 	}
-	for off := range int64(record.SegmentHeaderSize) {
+	for off := range int64(segment.HeaderLen) {
 		add(segName, off, "segment header", true)
 	}
-	for _, off := range []int64{record.SegmentHeaderSize, 1000, segment.HeaderSize - 1} {
+	for _, off := range []int64{segment.HeaderLen, 1000, segment.HeaderSize - 1} {
 		add(segName, off, "header block padding", false)
 	}
 	for i, r := range ds.recs {

@@ -65,8 +65,7 @@ func (l segmentLayout) checksValues() bool            { return false }
 // write it straight into its segment (see stream.go).
 func (l segmentLayout) maxValueSize(keyLen int) int64 {
 	o := &l.c.opts
-	n := o.SegmentSize - segment.HeaderSize - record.EntrySize - record.TrailerSize -
-		record.HeaderSize - int64(keyLen)
+	n := segment.MaxRecordLen(o.SegmentSize) - record.HeaderSize - int64(keyLen)
 	if o.DirectIOWrites {
 		n -= 2 * (vfs.DirectIOAlignment + record.HeaderSize) // the most a lead and a pad add
 	}

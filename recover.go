@@ -37,7 +37,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	c.removeTemps()
 	slices.Sort(ids)
 	var last *segHandle
-	var all [][]record.Entry
+	var all [][]segment.Entry
 	var segIDs []uint32
 	for _, id := range ids {
 		s, entries, err := c.recoverSegment(id)
@@ -68,7 +68,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 
 // loadIndex applies the entries of the recovered segments, oldest first, to the index in one
 // bulk Apply (each index lock taken once, the work spread over the processors).
-func (c *Cache) loadIndex(all [][]record.Entry, ids []uint32) {
+func (c *Cache) loadIndex(all [][]segment.Entry, ids []uint32) {
 	n := 0
 	for _, entries := range all {
 		n += len(entries)
@@ -90,7 +90,7 @@ func (c *Cache) loadIndex(all [][]record.Entry, ids []uint32) {
 // recoverSegment recovers segment id (segment.Recover), counts and notes what recovery met, and
 // returns the segment's handle and entries, or nil if the file is not a usable segment (it is
 // then removed).
-func (c *Cache) recoverSegment(id uint32) (*segHandle, []record.Entry, error) {
+func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	path := filepath.Join(c.segDir, segment.FileName(id))
 	rec, err := segment.Recover(c.opts.fs, c.segDir, id, c.opts.Fsync)
 	if err != nil {

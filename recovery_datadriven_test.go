@@ -414,10 +414,10 @@ func (s *scenario) diff(t *testing.T) string {
 
 // trailerOf decodes the footer trailer at the end of a segment file's bytes.
 func trailerOf(b []byte) (count uint32, dataEnd int64, ok bool) {
-	if len(b) < segment.HeaderSize+record.TrailerSize {
+	if len(b) < segment.HeaderSize+segment.TrailerSize {
 		return 0, 0, false
 	}
-	n, end, _, err := record.DecodeTrailer(b[len(b)-record.TrailerSize:])
+	n, end, _, err := segment.DecodeTrailer(b[len(b)-segment.TrailerSize:])
 	return n, int64(end), err == nil
 }
 
@@ -471,9 +471,9 @@ func (s *scenario) locate(t *testing.T, td *datadriven.TestData) (rel string, of
 			td.Fatalf(t, "%s: %s has no footer", td.Cmd, rel)
 		}
 		if td.HasArg("trailer") {
-			return rel, int64(len(b)) - record.TrailerSize + at, fmt.Sprintf("footer trailer + %d", at)
+			return rel, int64(len(b)) - segment.TrailerSize + at, fmt.Sprintf("footer trailer + %d", at)
 		}
-		if at >= int64(n)*record.EntrySize {
+		if at >= int64(n)*segment.EntrySize {
 			td.Fatalf(t, "%s: byte %d is past the %d footer entries", td.Cmd, at, n)
 		}
 		return rel, dataEnd + at, fmt.Sprintf("footer entries + %d", at)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
@@ -36,7 +35,7 @@ type segHandle struct {
 
 	// footer collects the entries of committed records of an active segment, in order; the
 	// commit goroutine owns it.
-	footer  []record.Entry
+	footer  []segment.Entry
 	dataEnd int64
 
 	// streams counts the PutFrom records being written into this segment; while there are any,

@@ -30,7 +30,7 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 	s.footer = nil
 	// Streamed records are published after batches placed behind them; the footer lists
 	// records in offset order.
-	slices.SortFunc(footer, func(a, b record.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
+	slices.SortFunc(footer, func(a, b segment.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
 	s.dataEnd = dataEnd
 	s.sealing.Store(true)
 	c.sealers.Add(1)
@@ -55,7 +55,7 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 }
 
 // sealSegment syncs the data of s, writes its footer and counts its sealed size.
-func (c *Cache) sealSegment(s *segHandle, footer []record.Entry, dataEnd int64) error {
+func (c *Cache) sealSegment(s *segHandle, footer []segment.Entry, dataEnd int64) error {
 	err := s.f.Sync()
 	var size int64
 	if err == nil {

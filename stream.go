@@ -184,7 +184,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32)
 		lead = valueLead(int64(record.HeaderSize+len(key)), int64(c.chunkSize()))
 		length = lead + n + record.PadLen(lead+n, vfs.DirectIOAlignment) // the tail pad
 	}
-	if segment.HeaderSize+length+record.EntrySize+record.TrailerSize > c.opts.SegmentSize {
+	if length > segment.MaxRecordLen(c.opts.SegmentSize) {
 		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
 	}
 	h := record.KeyHash(key)
@@ -232,7 +232,7 @@ func valueLead(hk, chunk int64) int64 {
 // fillStream writes the record of the reservation s: key and value behind the header, then a
 // pad filling the rest of the range, then the first chunk with the header. It returns the
 // record's footer entry.
-func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64, want *uint32) (record.Entry, error) {
+func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64, want *uint32) (segment.Entry, error) {
 	first, spare := c.getChunk(), c.getChunk()
 	defer c.putChunk(first)
 	defer c.putChunk(spare)
@@ -251,15 +251,15 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	}
 	for left := int64(hdr.ValueLen); left > 0 && cw.err == nil; {
 		if c.closed.Load() {
-			return record.Entry{}, ErrClosed
+			return segment.Entry{}, ErrClosed
 		}
 		if s.evicting.Load() {
-			return record.Entry{}, fmt.Errorf("%w: segment %d is due for eviction", ErrOutrun, s.seg.id)
+			return segment.Entry{}, fmt.Errorf("%w: segment %d is due for eviction", ErrOutrun, s.seg.id)
 		}
 		dst := cw.room()
 		dst = dst[:min(int64(len(dst)), left)]
 		if err := readValue(r, dst); err != nil {
-			return record.Entry{}, err
+			return segment.Entry{}, err
 		}
 		crc = record.UpdateCRC(crc, dst)
 		if own != nil {
@@ -273,7 +273,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 	}
 	cw.flush()
 	if cw.err != nil {
-		return record.Entry{}, cw.err
+		return segment.Entry{}, cw.err
 	}
 	hdr.ValueCRC = crc
 	if checksummed {
@@ -284,20 +284,20 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 		}
 		if want != nil && *want != hdr.Sum {
 			// The range stays a pad: nothing of the value is stored.
-			return record.Entry{}, fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, *want, hdr.Sum)
+			return segment.Entry{}, fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, *want, hdr.Sum)
 		}
 	}
 	hdr.Encode(cw.first[s.lead:s.lead+record.HeaderSize+int64(len(key))], key)
 	// The first chunk last: it turns the pad into the record, over a value already written.
 	if err := c.writeChunk(s, cw.first[:cw.firstLen], s.base); err != nil {
-		return record.Entry{}, err
+		return segment.Entry{}, err
 	}
 	if c.opts.Fsync {
 		if err := s.seg.active.Sync(); err != nil {
-			return record.Entry{}, fmt.Errorf("%w: %w", ErrWriteFailed, err)
+			return segment.Entry{}, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 		}
 	}
-	return record.Entry{Hash: record.KeyHash(key), Offset: uint32(s.base + s.lead), Length: uint32(n), Kind: record.KindPut, Flags: hdr.Flags}, nil
+	return segment.Entry{Hash: record.KeyHash(key), Offset: uint32(s.base + s.lead), Length: uint32(n), Kind: record.KindPut, Flags: hdr.Flags}, nil
 }
 
 func (c *Cache) writeChunk(s *stream, b []byte, off int64) error {
@@ -479,7 +479,7 @@ func (w *writer) supersede(h uint64, key []byte) {
 // Why at once is safe: no older record of the key is in an unflushed batch (so no commit can put
 // an older location in the index after this one), and any record of the key placed since the
 // reservation superseded the stream. mu orders this with the appends that supersede.
-func (w *writer) endStream(s *stream, e record.Entry, fillErr error) (wait uint64, err error) {
+func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.streamWG.Done()
@@ -537,7 +537,7 @@ func (c *Cache) commitStream(j *flushJob) {
 
 // indexStream puts a streamed record in the index (segment seg) and frees the record it
 // replaces.
-func (c *Cache) indexStream(e record.Entry, seg uint32) {
+func (c *Cache) indexStream(e segment.Entry, seg uint32) {
 	loc := index.Loc{Segment: seg, Offset: e.Offset, Length: e.Length}
 	if old, ok := c.idx.Put(e.Hash, loc); ok {
 		c.freeRecord(old, seg)

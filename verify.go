@@ -116,7 +116,7 @@ func verifyBlobFile(fs vfs.FS, path string, res *VerifyResult) (int64, error) {
 		return 0, err
 	}
 	h, _, _ := parseBlobName(filepath.Base(path))
-	if err := segment.CheckRecord(b, record.Entry{Hash: h, Kind: record.KindPut}); err != nil {
+	if err := segment.CheckRecord(b, segment.Entry{Hash: h, Kind: record.KindPut}); err != nil {
 		res.Corrupt = append(res.Corrupt, Corruption{File: path, Err: verifyError(err)})
 	} else {
 		res.Records++

@@ -62,7 +62,7 @@ type flushJob struct {
 	seal bool
 
 	// A streamed record's publication.
-	stream  *record.Entry
+	stream  *segment.Entry
 	indexed bool
 }
 

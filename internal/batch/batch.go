@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -14,10 +15,10 @@ const chunkSize = 1 << 20
 
 // Entry is one record of a batch.
 type Entry struct {
-	record.Entry        // Offset is relative to the start of the batch
-	ValueLen     uint32 // length of the value
-	Sum          uint32 // the record header's Sum and CTime, so a lookup need not decode it
-	CTime        int64
+	segment.Entry        // Offset is relative to the start of the batch
+	ValueLen      uint32 // length of the value
+	Sum           uint32 // the record header's Sum and CTime, so a lookup need not decode it
+	CTime         int64
 }
 
 // Batch is one write buffer. See the package documentation for the rules.
@@ -88,7 +89,7 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 		b.push(value)
 	}
 	b.entries = append(b.entries, Entry{
-		Entry: record.Entry{
+		Entry: segment.Entry{
 			Hash:   h,
 			Offset: uint32(off),
 			Length: uint32(int64(n) + int64(len(value))),

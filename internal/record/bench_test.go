@@ -48,31 +48,3 @@ func BenchmarkCRC(b *testing.B) {
 		})
 	}
 }
-
-func BenchmarkDecodeSegmentHeader(b *testing.B) {
-	buf := make([]byte, SegmentHeaderSize)
-	SegmentHeader{Version: Version, ID: 1}.Encode(buf)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := DecodeSegmentHeader(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkDecodeEntries(b *testing.B) {
-	entries := make([]Entry, 1000)
-	for i := range entries {
-		entries[i] = Entry{Hash: uint64(i + 1), Offset: uint32(4096 + 100*i), Length: 100, Kind: KindPut}
-	}
-	buf := AppendFooter(nil, entries, uint64(4096+100*len(entries)))
-	n := len(entries) * EntrySize
-	_, _, crc, _ := DecodeTrailer(buf[n:])
-	b.SetBytes(int64(n))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := DecodeEntries(buf[:n], crc); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

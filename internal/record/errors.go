@@ -1,7 +1,6 @@
 package record
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/seed57392e9e/blobcache/internal/corruption"
@@ -15,23 +14,12 @@ var (
 	ErrBadLength      = corruption.New("record: bad length")
 	ErrHeaderChecksum = corruption.New("record: header checksum mismatch")
 	ErrValueChecksum  = corruption.New("record: value checksum mismatch")
-	ErrFooterChecksum = corruption.New("record: footer checksum mismatch")
-	ErrReserved       = corruption.New("record: reserved bytes not zero")
-
-	// ErrBadVersion is a format this build does not read: not damage by itself (a caller that
-	// knows it must be damage, because the version was written by this build, wraps it in a
-	// corruption).
-	ErrBadVersion = errors.New("record: unsupported version")
 
 	// ErrTruncated is the ErrBadLength of a buffer that ends before the
 	// header or key it must hold: errors.Is(ErrTruncated, ErrBadLength).
 	// Readers of a file tell by it that a record runs past the end of what
 	// they read.
 	ErrTruncated = fmt.Errorf("%w: truncated", ErrBadLength)
-
-	// ErrNoFooter means a segment ends without a footer trailer: it is
-	// unsealed (or its seal did not complete) and must be scanned.
-	ErrNoFooter = errors.New("record: no footer")
 )
 
 // checksumError wraps sentinel with both checksums.

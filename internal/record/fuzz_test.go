@@ -48,72 +48,6 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzDecodeSegmentHeader: never panics; accepted headers re-encode to the
-// same bytes.
-func FuzzDecodeSegmentHeader(f *testing.F) {
-	for _, s := range segmentHeaderSeeds() {
-		f.Add(s.b, false)
-		f.Add(s.b, true)
-	}
-	f.Fuzz(func(t *testing.T, b []byte, repair bool) {
-		if repair && len(b) >= SegmentHeaderSize {
-			b = bytes.Clone(b)
-			binary.LittleEndian.PutUint32(b[segOffCRC:], CRC(b[:segOffCRC]))
-		}
-		h, err := DecodeSegmentHeader(b)
-		if err != nil {
-			return
-		}
-		dst := make([]byte, SegmentHeaderSize)
-		h.Encode(dst)
-		if !bytes.Equal(dst, b[:SegmentHeaderSize]) {
-			t.Fatalf("re-encoded segment header\n%x\ndiffers from\n%x", dst, b[:SegmentHeaderSize])
-		}
-	})
-}
-
-// FuzzDecodeFooter takes b as the end of a segment: its last TrailerSize
-// bytes are the trailer, the count entries before them the entries, as
-// ReadFooter reads them. Never panics; accepted footers re-encode to the
-// same bytes.
-func FuzzDecodeFooter(f *testing.F) {
-	for _, s := range footerSeeds() {
-		f.Add(s.b, false)
-		f.Add(s.b, true)
-	}
-	f.Fuzz(func(t *testing.T, b []byte, repair bool) {
-		if repair {
-			b = bytes.Clone(b)
-			repairFooter(b)
-		}
-		if len(b) < TrailerSize {
-			if _, _, _, err := DecodeTrailer(b); err == nil {
-				t.Fatal("DecodeTrailer accepted a short buffer")
-			}
-			return
-		}
-		count, dataEnd, crc, err := DecodeTrailer(b[len(b)-TrailerSize:])
-		if err != nil {
-			return
-		}
-		n := int64(count) * EntrySize
-		if n > int64(len(b)-TrailerSize) {
-			return
-		}
-		footer := b[int64(len(b))-n-TrailerSize:]
-		entries, err := DecodeEntries(footer[:n], crc)
-		if err != nil {
-			return
-		}
-		if len(entries) != int(count) {
-			t.Fatalf("%d entries for count %d", len(entries), count)
-		}
-		if got := AppendFooter(nil, entries, dataEnd); !bytes.Equal(got, footer) {
-			t.Fatalf("re-encoded footer\n%x\ndiffers from\n%x", got, footer)
-		}
-	})
-}
-
 // repairRecord recomputes the header checksum of the record at the start of
 // b, if b holds its key.
 func repairRecord(b []byte) {
@@ -125,20 +59,6 @@ func repairRecord(b []byte) {
 		return
 	}
 	binary.LittleEndian.PutUint32(b[offHeaderCRC:], UpdateCRC(CRC(b[:offHeaderCRC]), b[HeaderSize:end]))
-}
-
-// repairFooter recomputes the checksums of the footer ending b, if b holds
-// its entries.
-func repairFooter(b []byte) {
-	if len(b) < TrailerSize {
-		return
-	}
-	t := b[len(b)-TrailerSize:]
-	n := int64(binary.LittleEndian.Uint32(t[trOffCount:])) * EntrySize
-	if n <= int64(len(b)-TrailerSize) {
-		binary.LittleEndian.PutUint32(t[trOffEntriesCRC:], CRC(b[int64(len(b)-TrailerSize)-n:len(b)-TrailerSize]))
-	}
-	binary.LittleEndian.PutUint32(t[trOffCRC:], CRC(t[:trOffCRC]))
 }
 
 type seed struct {
@@ -173,44 +93,6 @@ func recordSeeds() []seed {
 	}
 }
 
-func segmentHeaderSeeds() []seed {
-	valid := make([]byte, SegmentHeaderSize)
-	SegmentHeader{Version: Version, Flags: SegmentFlagDirect, ID: 17, Created: 1700000000000000000}.Encode(valid)
-	block := make([]byte, 4096)
-	SegmentHeader{Version: Version, ID: 1}.Encode(block)
-	return []seed{
-		{"valid", valid},
-		{"valid_block", block},
-		{"flipped_magic", flip(valid, 0, 0x02)},
-		{"flipped_version", flip(valid, segOffVersion, 0x02)},
-		{"flipped_id", flip(valid, segOffID, 0x01)},
-		{"flipped_crc", flip(valid, segOffCRC+2, 0x80)},
-		{"truncated", valid[:40]},
-	}
-}
-
-func footerSeeds() []seed {
-	entries := []Entry{
-		{Hash: KeyHash([]byte("a")), Offset: 4096, Length: 50, Kind: KindPut},
-		{Hash: KeyHash([]byte("b")), Offset: 4146, Length: 33, Kind: KindDelete},
-		{Hash: KeyHash([]byte("c")), Offset: 4179, Length: 4000, Kind: KindPut, Flags: FlagHasChecksum},
-	}
-	valid := AppendFooter(nil, entries, 8179)
-	withRecords := AppendFooter(bytes.Repeat([]byte{0x5a}, 64), entries, 8179)
-	n := len(entries) * EntrySize
-	return []seed{
-		{"valid", valid},
-		{"valid_after_data", withRecords},
-		{"empty", AppendFooter(nil, nil, 4096)},
-		{"flipped_entry", flip(valid, 3, 0x01)},
-		{"flipped_kind", flip(valid, 2*EntrySize+entOffKind, 0x03)},
-		{"flipped_count", flip(valid, n+trOffCount, 0x01)},
-		{"flipped_trailer_crc", flip(valid, n+trOffCRC, 0x01)},
-		{"truncated_trailer", valid[:len(valid)-1]},
-		{"truncated_entries", valid[5:]},
-	}
-}
-
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed corpora in testdata/fuzz")
 
 // TestUpdateCorpus writes the seeds above as committed corpus files
@@ -221,9 +103,7 @@ func TestUpdateCorpus(t *testing.T) {
 		t.Skip("run with -update-corpus to rewrite testdata/fuzz")
 	}
 	for fuzzer, seeds := range map[string][]seed{
-		"FuzzDecode":              recordSeeds(),
-		"FuzzDecodeSegmentHeader": segmentHeaderSeeds(),
-		"FuzzDecodeFooter":        footerSeeds(),
+		"FuzzDecode": recordSeeds(),
 	} {
 		dir := filepath.Join("testdata", "fuzz", fuzzer)
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -29,7 +29,7 @@ func BenchmarkScan(b *testing.B) {
 			b.SetBytes(end - HeaderSize)
 			b.ReportAllocs()
 			for b.Loop() {
-				res := Scan(f, end, func(record.Entry, record.Header, []byte) error { return nil })
+				res := Scan(f, end, func(Entry, record.Header, []byte) error { return nil })
 				if res.Err != nil || res.Records != len(recs) {
 					b.Fatalf("Scan = %+v", res)
 				}
@@ -67,5 +67,33 @@ func BenchmarkWriteBatch(b *testing.B) {
 				off += batch
 			}
 		})
+	}
+}
+
+func BenchmarkDecodeSegmentHeader(b *testing.B) {
+	buf := make([]byte, HeaderLen)
+	Header{Version: Version, ID: 1}.Encode(buf)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeHeader(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeEntries(b *testing.B) {
+	entries := make([]Entry, 1000)
+	for i := range entries {
+		entries[i] = Entry{Hash: uint64(i + 1), Offset: uint32(4096 + 100*i), Length: 100, Kind: record.KindPut}
+	}
+	buf := AppendFooter(nil, entries, uint64(4096+100*len(entries)))
+	n := len(entries) * EntrySize
+	_, _, crc, _ := DecodeTrailer(buf[n:])
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeEntries(buf[:n], crc); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

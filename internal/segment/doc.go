@@ -1,6 +1,12 @@
 // Package segment reads and writes BlobCache segment files: a 4096-byte
 // header block, then records (see package record), then, once sealed, a
-// hint footer. Layout, byte by byte, in docs/DESIGN.md.
+// hint footer. It owns the segment format: the header codec (header.go) and
+// the footer codec (footer.go) carry their byte diagrams; the layout, byte by
+// byte, is also in docs/DESIGN.md. Its decoders check magic, then version,
+// then lengths and kinds, then checksums, and return wrapped sentinels
+// (ErrBadMagic, ErrBadVersion, ErrHeaderChecksum, ErrFooterChecksum,
+// ErrReserved, ErrNoFooter; lengths and kinds with package record's); what
+// they accept re-encodes to the same bytes.
 //
 // Life of a segment: Create preallocates the file and writes the header
 // block; WriteBatch writes batches of encoded records at offsets the caller

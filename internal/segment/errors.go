@@ -14,7 +14,30 @@ var (
 
 	// ErrSealed is returned by WriteBatch and Seal after Seal.
 	ErrSealed = errors.New("segment: sealed")
+
+	// ErrNoFooter means a segment ends without a footer trailer: it is
+	// unsealed (or its seal did not complete) and must be scanned.
+	ErrNoFooter = errors.New("segment: no footer")
+
+	// ErrBadVersion is a format this build does not read: not damage by itself (a caller that
+	// knows it must be damage, because the version was written by this build, wraps it in a
+	// corruption).
+	ErrBadVersion = errors.New("segment: unsupported version")
 )
+
+// Errors of damaged segment headers and footers, returned (wrapped, with details) by the
+// decoders: errors.Is(err, corruption.ErrCorrupt) holds for each.
+var (
+	ErrBadMagic       = corruption.New("segment: bad magic")
+	ErrHeaderChecksum = corruption.New("segment: header checksum mismatch")
+	ErrFooterChecksum = corruption.New("segment: footer checksum mismatch")
+	ErrReserved       = corruption.New("segment: reserved bytes not zero")
+)
+
+// checksumError wraps sentinel with both checksums.
+func checksumError(sentinel error, what string, stored, computed uint32) error {
+	return fmt.Errorf("%w: %s stored %#08x, computed %#08x", sentinel, what, stored, computed)
+}
 
 // CorruptionError reports damaged bytes in a segment file. It unwraps to
 // corruption.ErrCorrupt and to the decoder's error, so both

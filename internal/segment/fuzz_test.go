@@ -15,7 +15,7 @@ import (
 // segmentWith returns a segment file: a valid header block, then body.
 func segmentWith(body []byte) *memFile {
 	data := make([]byte, HeaderSize, HeaderSize+len(body))
-	record.SegmentHeader{Version: record.Version, ID: 1}.Encode(data)
+	Header{Version: Version, ID: 1}.Encode(data)
 	return &memFile{name: "fuzz.seg", data: append(data, body...)}
 }
 
@@ -95,11 +95,11 @@ func repairSegment(body []byte) []byte {
 		binary.LittleEndian.PutUint32(b[28:], record.UpdateCRC(record.CRC(b[:28]), b[record.HeaderSize:record.HeaderSize+keyLen]))
 		off += int(end)
 	}
-	if len(body) >= record.TrailerSize && bytes.HasPrefix(body[len(body)-record.TrailerSize:], []byte("BCFOOTR\x00")) {
-		t := body[len(body)-record.TrailerSize:]
-		n := int64(binary.LittleEndian.Uint32(t[12:])) * record.EntrySize
-		if n <= int64(len(body)-record.TrailerSize) {
-			binary.LittleEndian.PutUint32(t[24:], record.CRC(body[int64(len(body)-record.TrailerSize)-n:len(body)-record.TrailerSize]))
+	if len(body) >= TrailerSize && bytes.HasPrefix(body[len(body)-TrailerSize:], []byte("BCFOOTR\x00")) {
+		t := body[len(body)-TrailerSize:]
+		n := int64(binary.LittleEndian.Uint32(t[12:])) * EntrySize
+		if n <= int64(len(body)-TrailerSize) {
+			binary.LittleEndian.PutUint32(t[24:], record.CRC(body[int64(len(body)-TrailerSize)-n:len(body)-TrailerSize]))
 		}
 		binary.LittleEndian.PutUint32(t[28:], record.CRC(t[:28]))
 	}
@@ -122,7 +122,7 @@ func scanSeeds() []scanSeed {
 	pad := make([]byte, 64)
 	record.EncodePad(pad)
 	withPad := append(append([]byte(nil), body...), pad...)
-	sealed := record.AppendFooter(append([]byte(nil), body...), entries, uint64(end))
+	sealed := AppendFooter(append([]byte(nil), body...), entries, uint64(end))
 	flip := func(b []byte, i int) []byte {
 		c := append([]byte(nil), b...)
 		c[i] ^= 0x10
@@ -153,19 +153,29 @@ func TestUpdateCorpus(t *testing.T) {
 	if !*updateCorpus {
 		t.Skip("run with -update-corpus to rewrite testdata/fuzz")
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzScan")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	var scan []codecSeed
 	for _, s := range scanSeeds() {
-		for _, repair := range []bool{false, true} {
-			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nbool(%v)\n", s.body, repair)
-			name := "seed_" + s.name
-			if repair {
-				name += "_repaired"
-			}
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-				t.Fatal(err)
+		scan = append(scan, codecSeed{s.name, s.body})
+	}
+	for fuzzer, seeds := range map[string][]codecSeed{
+		"FuzzScan":         scan,
+		"FuzzDecodeHeader": headerSeeds(),
+		"FuzzDecodeFooter": footerSeeds(),
+	} {
+		dir := filepath.Join("testdata", "fuzz", fuzzer)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range seeds {
+			for _, repair := range []bool{false, true} {
+				data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nbool(%v)\n", s.b, repair)
+				name := "seed_" + s.name
+				if repair {
+					name += "_repaired"
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}

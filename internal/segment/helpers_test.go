@@ -56,11 +56,11 @@ func randomRecs(rng *rand.Rand, n, maxValue int) []rec {
 
 // layout encodes recs back to back from HeaderSize and returns the bytes,
 // the entries a seal would write and the offset after the last record.
-func layout(recs []rec) (data []byte, entries []record.Entry, end int64) {
+func layout(recs []rec) (data []byte, entries []Entry, end int64) {
 	off := int64(HeaderSize)
 	for _, r := range recs {
 		b := r.encode()
-		entries = append(entries, record.Entry{Hash: record.KeyHash(r.key), Offset: uint32(off), Length: uint32(len(b)), Kind: r.kind})
+		entries = append(entries, Entry{Hash: record.KeyHash(r.key), Offset: uint32(off), Length: uint32(len(b)), Kind: r.kind})
 		data = append(data, b...)
 		off += int64(len(b))
 	}
@@ -70,13 +70,13 @@ func layout(recs []rec) (data []byte, entries []record.Entry, end int64) {
 // scanned collects what Scan hands its callback, checking every record
 // against the file as it goes.
 type scanned struct {
-	entries []record.Entry
+	entries []Entry
 	keys    [][]byte
-	damaged []record.Entry // damaged records, handed over as deletes of their keys
+	damaged []Entry // damaged records, handed over as deletes of their keys
 }
 
-func (s *scanned) fn(t testing.TB, f vfs.File) func(record.Entry, record.Header, []byte) error {
-	return func(e record.Entry, h record.Header, key []byte) error {
+func (s *scanned) fn(t testing.TB, f vfs.File) func(Entry, record.Header, []byte) error {
+	return func(e Entry, h record.Header, key []byte) error {
 		t.Helper()
 		if key == nil && e.Kind == record.KindDelete && h.Kind != record.KindDelete {
 			checkDamagedAt(t, f, e, h)
@@ -92,7 +92,7 @@ func (s *scanned) fn(t testing.TB, f vfs.File) func(record.Entry, record.Header,
 
 // checkDamagedAt checks a damaged record handed over as a delete: its header and key check, its
 // value does not, and e names its key and extent.
-func checkDamagedAt(t testing.TB, f vfs.File, e record.Entry, h record.Header) {
+func checkDamagedAt(t testing.TB, f vfs.File, e Entry, h record.Header) {
 	t.Helper()
 	b := make([]byte, e.Length)
 	if _, err := f.ReadAt(b, int64(e.Offset)); err != nil {
@@ -109,7 +109,7 @@ func checkDamagedAt(t testing.TB, f vfs.File, e record.Entry, h record.Header) {
 
 // checkRecordAt reads the record e points at and checks both checksums and
 // that e, h and key describe it.
-func checkRecordAt(t testing.TB, f vfs.File, e record.Entry, h record.Header, key []byte) {
+func checkRecordAt(t testing.TB, f vfs.File, e Entry, h record.Header, key []byte) {
 	t.Helper()
 	b := make([]byte, e.Length)
 	if _, err := f.ReadAt(b, int64(e.Offset)); err != nil {
@@ -130,7 +130,7 @@ func checkRecordAt(t testing.TB, f vfs.File, e record.Entry, h record.Header, ke
 	}
 }
 
-func sameEntries(t testing.TB, got, want []record.Entry) {
+func sameEntries(t testing.TB, got, want []Entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d entries, want %d", len(got), len(want))

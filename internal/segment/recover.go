@@ -16,7 +16,7 @@ type Recovered struct {
 	DataEnd int64    // where its records end
 	// Entries are the segment's records in offset order (from its footer, or from the scan),
 	// followed by a delete entry for each key in Lost.
-	Entries []record.Entry
+	Entries []Entry
 	// Lost are the keys of the records that damage the scan stopped at took with it (see
 	// LostKeys): the caller forgets them, durably.
 	Lost [][]byte
@@ -66,7 +66,7 @@ func Recover(fs vfs.FS, dir string, id uint32, sync bool) (*Recovered, error) {
 		rec.Entries, rec.DataEnd = entries, dataEnd
 		return rec, nil
 	}
-	if !errors.Is(err, record.ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
+	if !errors.Is(err, ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
 		f.Close()
 		return nil, err
 	}
@@ -82,8 +82,8 @@ func Recover(fs vfs.FS, dir string, id uint32, sync bool) (*Recovered, error) {
 func (rec *Recovered) scan(sync bool) error {
 	f, size := rec.File, rec.Size
 	rec.Scanned = true
-	var entries []record.Entry
-	res := Scan(f, size, func(e record.Entry, _ record.Header, _ []byte) error {
+	var entries []Entry
+	res := Scan(f, size, func(e Entry, _ record.Header, _ []byte) error {
 		entries = append(entries, e)
 		return nil
 	})
@@ -108,7 +108,7 @@ func (rec *Recovered) scan(sync bool) error {
 	}
 	rec.DataEnd = res.End
 	for _, k := range rec.Lost {
-		entries = append(entries, record.Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
+		entries = append(entries, Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
 	}
 	rec.Entries = entries
 	return nil

@@ -152,7 +152,7 @@ func TestReserve(t *testing.T) {
 	if off, ok := a.Reserve(500, 1); !ok || off != HeaderSize+1000 {
 		t.Fatalf("second reservation at %d, %v", off, ok)
 	}
-	left := capacity - a.SealedSize() - record.EntrySize // room for one more record of one entry
+	left := capacity - a.SealedSize() - EntrySize // room for one more record of one entry
 	if a.Fits(left+1, 1) {
 		t.Fatal("a record past the footer's room fits")
 	}
@@ -161,5 +161,15 @@ func TestReserve(t *testing.T) {
 	}
 	if off, ok := a.Reserve(left, 1); !ok || off != HeaderSize+1500 || a.SealedSize() != capacity {
 		t.Fatalf("the last reservation at %d, %v; sealed size %d of %d", off, ok, a.SealedSize(), capacity)
+	}
+
+	// MaxRecordLen is exactly what an empty segment takes in one record.
+	b, err := Create(vfs.Default, t.TempDir(), 2, capacity, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if n := MaxRecordLen(capacity); b.Fits(n+1, 1) || !b.Fits(n, 1) {
+		t.Fatalf("MaxRecordLen(%d) = %d: an empty segment fits %d: %v, %d: %v", capacity, n, n, b.Fits(n, 1), n+1, b.Fits(n+1, 1))
 	}
 }

@@ -21,7 +21,7 @@ func HeaderUnwritten(fs vfs.FS, dir string, id uint32) bool {
 		return false
 	}
 	defer f.Close()
-	b := make([]byte, record.SegmentHeaderSize)
+	b := make([]byte, HeaderLen)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false
@@ -45,7 +45,7 @@ func RepairHeader(fs vfs.FS, dir string, id uint32, sync bool) (vfs.File, int64,
 	}
 	if err == nil {
 		block := make([]byte, HeaderSize)
-		record.SegmentHeader{Version: record.Version, ID: id, Created: time.Now().UnixNano()}.Encode(block)
+		Header{Version: Version, ID: id, Created: time.Now().UnixNano()}.Encode(block)
 		_, err = f.WriteAt(block, 0)
 	}
 	if err == nil && sync {

@@ -67,7 +67,7 @@ const (
 //
 // The zero-sector rule can take a damaged record whose value holds a whole
 // zero sector for a torn one; either way the records after it are lost.
-func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key []byte) error) (res ScanResult) {
+func Scan(f vfs.File, size int64, fn func(e Entry, h record.Header, key []byte) error) (res ScanResult) {
 	s := &scanner{f: f, name: f.Name(), size: size, fn: fn}
 	res = ScanResult{End: HeaderSize}
 	if size < HeaderSize {
@@ -79,7 +79,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 	key := make([]byte, 0, record.MaxKeyLen)
 	// first is the first entry, enough to tell whether a footer may follow
 	// the records; see footerAt.
-	var first record.Entry
+	var first Entry
 	// bad holds damaged records stepped over since the last good one: damage if a good record
 	// follows, part of a torn tail if the scan ends in one.
 	var bad []skip
@@ -128,14 +128,14 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 				if !freed {
 					bad = append(bad, skip{off, end, corrupted(s.name, off,
 						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc)),
-						record.Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: record.KindDelete}, h})
+						Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: record.KindDelete}, h})
 				}
 				off = end
 				continue
 			}
 			s.countSkips(&res, bad)
 			bad = bad[:0]
-			e := record.Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: h.Kind, Flags: h.Flags}
+			e := Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: h.Kind, Flags: h.Flags}
 			if err := fn(e, h, key); err != nil {
 				res.Err = err
 				return res
@@ -153,7 +153,7 @@ func Scan(f vfs.File, size int64, fn func(e record.Entry, h record.Header, key [
 
 // scanner reads a segment sequentially through one buffer.
 type scanner struct {
-	fn    func(e record.Entry, h record.Header, key []byte) error
+	fn    func(e Entry, h record.Header, key []byte) error
 	f     vfs.File
 	name  string
 	size  int64
@@ -195,7 +195,7 @@ func (s *scanner) crc(from, to int64) (uint32, error) {
 // stop fills res for a scan stopped at off by cause, the record there
 // failing its checks (h holds its unverified fields). res.Records records
 // precede off, the first of them being first.
-func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header, first record.Entry) {
+func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header, first Entry) {
 	headerOK := errors.Is(cause, record.ErrValueChecksum)
 	if !headerOK { // what is at off may be a footer rather than a record
 		match, complete, err := s.footerAt(off, res.Records, first)
@@ -285,14 +285,14 @@ func (s *scanner) zeroSector(from, to int64) (bool, error) {
 // record): the first sector's bytes are compared with the start of the
 // footer (first, or the trailer when there are no records), and only when
 // they match are the entries rebuilt by reading the headers again.
-func (s *scanner) footerAt(off int64, n int, first record.Entry) (match, complete bool, err error) {
-	var head []record.Entry
+func (s *scanner) footerAt(off int64, n int, first Entry) (match, complete bool, err error) {
+	var head []Entry
 	if n > 0 {
-		head = []record.Entry{first}
+		head = []Entry{first}
 	}
-	want := record.AppendFooter(nil, head, uint64(off))
+	want := AppendFooter(nil, head, uint64(off))
 	if n > 0 {
-		want = want[:record.EntrySize]
+		want = want[:EntrySize]
 	}
 	pend := min(off-off%sectorSize+sectorSize, s.size)
 	got, err := s.window(off, pend-off)
@@ -308,7 +308,7 @@ func (s *scanner) footerAt(off int64, n int, first record.Entry) (match, complet
 	if err != nil || entries == nil {
 		return false, false, err
 	}
-	want = record.AppendFooter(nil, entries, uint64(off))
+	want = AppendFooter(nil, entries, uint64(off))
 	end := min(off+int64(len(want)), s.size)
 	exact := true
 	for pos := off; pos < end; {
@@ -331,8 +331,8 @@ func (s *scanner) footerAt(off int64, n int, first record.Entry) (match, complet
 // entriesBefore reads again the headers and keys of the n records the scan
 // checked before off and returns their footer entries (non-nil), or nil if
 // they no longer decode the same way.
-func (s *scanner) entriesBefore(off int64, n int) ([]record.Entry, error) {
-	entries := make([]record.Entry, 0, n)
+func (s *scanner) entriesBefore(off int64, n int) ([]Entry, error) {
+	entries := make([]Entry, 0, n)
 	for pos := int64(HeaderSize); pos < off; {
 		b, err := s.window(pos, min(off-pos, record.HeaderSize+record.MaxKeyLen))
 		if err != nil {
@@ -343,7 +343,7 @@ func (s *scanner) entriesBefore(off int64, n int) ([]record.Entry, error) {
 			return nil, nil
 		}
 		if h.Kind != record.KindPad {
-			entries = append(entries, record.Entry{Hash: record.KeyHash(key), Offset: uint32(pos), Length: uint32(h.Len()), Kind: h.Kind, Flags: h.Flags})
+			entries = append(entries, Entry{Hash: record.KeyHash(key), Offset: uint32(pos), Length: uint32(h.Len()), Kind: h.Kind, Flags: h.Flags})
 		}
 		pos += h.Len()
 	}
@@ -357,7 +357,7 @@ func (s *scanner) entriesBefore(off int64, n int) ([]record.Entry, error) {
 type skip struct {
 	off, end int64
 	err      error
-	entry    record.Entry // a delete of the record's key
+	entry    Entry // a delete of the record's key
 	h        record.Header
 }
 

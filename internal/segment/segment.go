@@ -112,10 +112,10 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 
 	var flags uint32
 	if opts.Direct {
-		flags |= record.SegmentFlagDirect
+		flags |= FlagDirect
 	}
 	block := make([]byte, HeaderSize)
-	record.SegmentHeader{Version: record.Version, Flags: flags, ID: id, Created: time.Now().UnixNano()}.Encode(block)
+	Header{Version: Version, Flags: flags, ID: id, Created: time.Now().UnixNano()}.Encode(block)
 	if _, err := f.WriteAt(block, 0); err != nil {
 		return nil, fmt.Errorf("segment: write header of %s: %w", name, err)
 	}
@@ -140,10 +140,17 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 	return a, nil
 }
 
+// MaxRecordLen returns the length of the longest record a segment of capacity
+// bytes holds: alone, after the header block, with its footer entry and the
+// trailer.
+func MaxRecordLen(capacity int64) int64 {
+	return capacity - HeaderSize - EntrySize - TrailerSize
+}
+
 // Fits reports whether n more bytes of records, with entries footer
 // entries, fit: records, footer and trailer within the capacity.
 func (a *Active) Fits(n int64, entries int) bool {
-	return a.end+n+a.footer+int64(entries)*record.EntrySize+record.TrailerSize <= a.capacity
+	return a.end+n+a.footer+int64(entries)*EntrySize+TrailerSize <= a.capacity
 }
 
 // Reserve places n bytes of records with entries footer entries at the end
@@ -155,7 +162,7 @@ func (a *Active) Reserve(n int64, entries int) (off int64, ok bool) {
 	}
 	off = a.end
 	a.end += n
-	a.footer += int64(entries) * record.EntrySize
+	a.footer += int64(entries) * EntrySize
 	return off, true
 }
 
@@ -164,7 +171,7 @@ func (a *Active) End() int64 { return a.end }
 
 // SealedSize is the size the file will have once sealed with what is placed
 // so far: records, footer and trailer.
-func (a *Active) SealedSize() int64 { return a.end + a.footer + record.TrailerSize }
+func (a *Active) SealedSize() int64 { return a.end + a.footer + TrailerSize }
 
 // ID returns the segment's id.
 func (a *Active) ID() uint32 { return a.id }
@@ -231,7 +238,7 @@ func (a *Active) Sync() error {
 // record order) at dataEnd, the end of the last record, and truncates the
 // file there; see WriteFooter. It closes the direct descriptor; File stays
 // open. On error the segment stays active and Seal may be retried.
-func (a *Active) Seal(entries []record.Entry, dataEnd int64) (size int64, err error) {
+func (a *Active) Seal(entries []Entry, dataEnd int64) (size int64, err error) {
 	if a.sealed {
 		return 0, fmt.Errorf("%w: seal %s", ErrSealed, a.f.Name())
 	}
@@ -265,11 +272,11 @@ func (a *Active) Close() error {
 // durable. A crash part way leaves no trailer at the end of the file (or
 // one whose checks fail), so the segment reads as unsealed and Scan
 // recovers it.
-func WriteFooter(f vfs.File, entries []record.Entry, dataEnd int64, sync bool) (size int64, err error) {
+func WriteFooter(f vfs.File, entries []Entry, dataEnd int64, sync bool) (size int64, err error) {
 	if err := checkEntries(entries, dataEnd); err != nil {
 		return 0, fmt.Errorf("segment: cannot seal %s: %w", f.Name(), err)
 	}
-	footer := record.AppendFooter(nil, entries, uint64(dataEnd))
+	footer := AppendFooter(nil, entries, uint64(dataEnd))
 	size = dataEnd + int64(len(footer))
 	if _, err := f.WriteAt(footer, dataEnd); err != nil {
 		return 0, fmt.Errorf("segment: write footer of %s: %w", f.Name(), err)
@@ -287,7 +294,7 @@ func WriteFooter(f vfs.File, entries []record.Entry, dataEnd int64, sync bool) (
 
 // checkEntries checks what a footer may hold: puts and deletes in record
 // order, not overlapping, between the header block and dataEnd.
-func checkEntries(entries []record.Entry, dataEnd int64) error {
+func checkEntries(entries []Entry, dataEnd int64) error {
 	if dataEnd < HeaderSize || dataEnd > MaxSize {
 		return fmt.Errorf("%w: data end %d outside [%d, %d]", record.ErrBadLength, dataEnd, HeaderSize, int64(MaxSize))
 	}
@@ -354,11 +361,11 @@ func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
 	if size < HeaderSize {
 		return 0, corruptedf(name, 0, "%w: file of %d bytes is shorter than the %d-byte header block", record.ErrTruncated, size, HeaderSize)
 	}
-	var buf [record.SegmentHeaderSize]byte
+	var buf [HeaderLen]byte
 	if err := readFull(f, buf[:], 0); err != nil {
 		return 0, fmt.Errorf("segment: read header of %s: %w", name, err)
 	}
-	h, err := record.DecodeSegmentHeader(buf[:])
+	h, err := DecodeHeader(buf[:])
 	if err != nil {
 		return 0, corrupted(name, 0, err)
 	}
@@ -370,26 +377,26 @@ func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
 
 // ReadFooter reads and checks the hint footer of a sealed segment of the
 // given size. For a segment without a footer trailer (unsealed, or a seal a
-// crash cut short) the error wraps record.ErrNoFooter; a footer that fails
+// crash cut short) the error wraps ErrNoFooter; a footer that fails
 // its checks gives a CorruptionError. Either way Scan recovers the records.
-func ReadFooter(f vfs.File, size int64) (entries []record.Entry, dataEnd int64, err error) {
+func ReadFooter(f vfs.File, size int64) (entries []Entry, dataEnd int64, err error) {
 	name := f.Name()
-	if size < HeaderSize+record.TrailerSize {
-		return nil, 0, fmt.Errorf("segment %s: %w", name, record.ErrNoFooter)
+	if size < HeaderSize+TrailerSize {
+		return nil, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
 	}
-	trailerOff := size - record.TrailerSize
-	var t [record.TrailerSize]byte
+	trailerOff := size - TrailerSize
+	var t [TrailerSize]byte
 	if err := readFull(f, t[:], trailerOff); err != nil {
 		return nil, 0, fmt.Errorf("segment: read footer trailer of %s: %w", name, err)
 	}
-	count, end, crc, err := record.DecodeTrailer(t[:])
-	if errors.Is(err, record.ErrNoFooter) {
-		return nil, 0, fmt.Errorf("segment %s: %w", name, record.ErrNoFooter)
+	count, end, crc, err := DecodeTrailer(t[:])
+	if errors.Is(err, ErrNoFooter) {
+		return nil, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
 	}
 	if err != nil {
 		return nil, 0, corrupted(name, trailerOff, err)
 	}
-	n := int64(count) * record.EntrySize
+	n := int64(count) * EntrySize
 	if end < HeaderSize || end > uint64(trailerOff) || int64(end)+n != trailerOff {
 		return nil, 0, corruptedf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
 			record.ErrBadLength, count, end, size)
@@ -399,7 +406,7 @@ func ReadFooter(f vfs.File, size int64) (entries []record.Entry, dataEnd int64, 
 	if err := readFull(f, buf, dataEnd); err != nil {
 		return nil, 0, fmt.Errorf("segment: read footer entries of %s: %w", name, err)
 	}
-	if entries, err = record.DecodeEntries(buf, crc); err != nil {
+	if entries, err = DecodeEntries(buf, crc); err != nil {
 		return nil, 0, corrupted(name, dataEnd, err)
 	}
 	if err := checkEntries(entries, dataEnd); err != nil {

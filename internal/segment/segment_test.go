@@ -111,7 +111,7 @@ func TestCreateWriteSealRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := dataEnd + record.FooterSize(len(wantEntries)); size != want || fileSize(t, a.File()) != want {
+		if want := dataEnd + FooterSize(len(wantEntries)); size != want || fileSize(t, a.File()) != want {
 			t.Fatalf("Seal size %d, file size %d, want %d", size, fileSize(t, a.File()), want)
 		}
 		if err := a.WriteBatch(bufs[0], dataEnd); !errors.Is(err, ErrSealed) {
@@ -184,8 +184,8 @@ func TestOpenErrors(t *testing.T) {
 		damage func() error
 		want   error
 	}{
-		{"flipped header", func() error { return flipByte(name, 17) }, record.ErrHeaderChecksum},
-		{"flipped magic", func() error { return flipByte(name, 2) }, record.ErrBadMagic},
+		{"flipped header", func() error { return flipByte(name, 17) }, ErrHeaderChecksum},
+		{"flipped magic", func() error { return flipByte(name, 2) }, ErrBadMagic},
 		{"short", func() error { return os.Truncate(name, 100) }, record.ErrTruncated},
 	} {
 		if err := tc.damage(); err != nil {
@@ -224,7 +224,7 @@ func TestScanUnsealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, _, err := ReadFooter(f, size); !errors.Is(err, record.ErrNoFooter) {
+	if _, _, err := ReadFooter(f, size); !errors.Is(err, ErrNoFooter) {
 		t.Fatalf("ReadFooter of an unsealed segment = %v, want ErrNoFooter", err)
 	}
 	var got scanned
@@ -243,7 +243,7 @@ func TestScanUnsealed(t *testing.T) {
 	if err := f.Truncate(end); err != nil {
 		t.Fatal(err)
 	}
-	res = Scan(f, end, func(record.Entry, record.Header, []byte) error { return nil })
+	res = Scan(f, end, func(Entry, record.Header, []byte) error { return nil })
 	if res != (ScanResult{End: end, Records: len(recs)}) {
 		t.Fatalf("Scan of a file ending after its last record = %+v", res)
 	}
@@ -276,10 +276,10 @@ func TestScanPadsAndLargeValues(t *testing.T) {
 		{record.KindPut, bytes.Repeat([]byte("k"), record.MaxKeyLen), []byte("longest key")},
 	}
 	var data []byte
-	var want []record.Entry
+	var want []Entry
 	for i, r := range recs {
 		b := r.encode()
-		want = append(want, record.Entry{Hash: record.KeyHash(r.key), Offset: uint32(HeaderSize + len(data)), Length: uint32(len(b)), Kind: r.kind})
+		want = append(want, Entry{Hash: record.KeyHash(r.key), Offset: uint32(HeaderSize + len(data)), Length: uint32(len(b)), Kind: r.kind})
 		data = append(data, b...)
 		data = append(data, pad(32+i*1000)...)
 	}
@@ -300,7 +300,7 @@ func TestScanPadsAndLargeValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record's header checks, so the scan steps over it and keeps the ones after it.
-	res = Scan(f, fileSize(t, f), func(record.Entry, record.Header, []byte) error { return nil })
+	res = Scan(f, fileSize(t, f), func(Entry, record.Header, []byte) error { return nil })
 	if res.Records != len(recs)-1 || res.Skipped != 1 {
 		t.Fatalf("Scan after a flip in the big value: %d records, %d skipped; want %d and 1", res.Records, res.Skipped, len(recs)-1)
 	}
@@ -314,7 +314,7 @@ func TestScanCallbackError(t *testing.T) {
 	_, a := writeUnsealed(t, data, 1<<20)
 	errStop := errors.New("stop here")
 	calls := 0
-	res := Scan(a.File(), fileSize(t, a.File()), func(record.Entry, record.Header, []byte) error {
+	res := Scan(a.File(), fileSize(t, a.File()), func(Entry, record.Header, []byte) error {
 		calls++
 		if calls == 3 {
 			return errStop
@@ -362,7 +362,7 @@ func TestTornSectors(t *testing.T) {
 	size := fileSize(t, f)
 	check := func(what string) {
 		t.Helper()
-		res := Scan(f, size, func(record.Entry, record.Header, []byte) error { return nil })
+		res := Scan(f, size, func(Entry, record.Header, []byte) error { return nil })
 		if res != (ScanResult{End: last, Records: len(recs) - 1, Torn: true}) {
 			t.Fatalf("%s: Scan = %+v, want End %d, %d records, Torn", what, res, last, len(recs)-1)
 		}
@@ -446,7 +446,7 @@ func TestCorruption(t *testing.T) {
 				if res.Records != len(entries)-1 || res.Skipped != 1 {
 					t.Fatalf("Scan: %d records, %d skipped; want all %d but the damaged one", res.Records, res.Skipped, len(entries)-1)
 				}
-				sameEntries(t, got.entries, append(append([]record.Entry(nil), entries[:4]...), entries[5:]...))
+				sameEntries(t, got.entries, append(append([]Entry(nil), entries[:4]...), entries[5:]...))
 				if len(got.damaged) != 1 || got.damaged[0].Offset != uint32(victim) {
 					t.Fatalf("damaged records handed over: %+v, want the one at %d", got.damaged, victim)
 				}
@@ -500,7 +500,7 @@ func TestSealCrash(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: ReadFooter succeeded", what)
 		}
-		if !errors.Is(err, record.ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
+		if !errors.Is(err, ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
 			t.Fatalf("%s: ReadFooter = %v, want ErrNoFooter or corruption.ErrCorrupt", what, err)
 		}
 	}
@@ -552,10 +552,10 @@ func TestSealCrash(t *testing.T) {
 	if err := flipByte(f.Name(), dataEnd+3); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ReadFooter(f, size); !errors.Is(err, record.ErrFooterChecksum) {
+	if _, _, err := ReadFooter(f, size); !errors.Is(err, ErrFooterChecksum) {
 		t.Fatalf("ReadFooter with a flipped entry = %v, want ErrFooterChecksum", err)
 	}
-	res := Scan(f, size, func(record.Entry, record.Header, []byte) error { return nil })
+	res := Scan(f, size, func(Entry, record.Header, []byte) error { return nil })
 	if res.Torn || !errors.Is(res.Err, corruption.ErrCorrupt) || res.End != dataEnd || res.Records != len(recs) {
 		t.Fatalf("Scan with a flipped footer = %+v, want corruption at %d after %d records", res, dataEnd, len(recs))
 	}
@@ -565,10 +565,10 @@ func TestReadFooterErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	recs := randomRecs(rng, 5, 50)
 	data, entries, dataEnd := layout(recs)
-	footerFor := func(entries []record.Entry, dataEnd int64) []byte {
-		return record.AppendFooter(nil, entries, uint64(dataEnd))
+	footerFor := func(entries []Entry, dataEnd int64) []byte {
+		return AppendFooter(nil, entries, uint64(dataEnd))
 	}
-	overlapping := append([]record.Entry(nil), entries...)
+	overlapping := append([]Entry(nil), entries...)
 	overlapping[2].Offset--
 	for _, tc := range []struct {
 		name   string
@@ -579,7 +579,7 @@ func TestReadFooterErrors(t *testing.T) {
 		{"data end not where the footer starts", footerFor(entries, dataEnd-1), dataEnd, record.ErrBadLength},
 		{"overlapping entries", footerFor(overlapping, dataEnd), dataEnd, record.ErrBadLength},
 		{"entry past data end", footerFor(entries, int64(entries[4].Offset)+10), int64(entries[4].Offset) + 10, record.ErrBadLength},
-		{"data end inside the header block", footerFor(make([]record.Entry, 250), 100), 100, record.ErrBadLength},
+		{"data end inside the header block", footerFor(make([]Entry, 250), 100), 100, record.ErrBadLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &memFile{name: "mem.seg", data: make([]byte, HeaderSize)}
@@ -592,23 +592,23 @@ func TestReadFooterErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := ReadFooter(&memFile{name: "short", data: make([]byte, 10)}, 10); !errors.Is(err, record.ErrNoFooter) {
+	if _, _, err := ReadFooter(&memFile{name: "short", data: make([]byte, 10)}, 10); !errors.Is(err, ErrNoFooter) {
 		t.Fatalf("ReadFooter of a short file = %v", err)
 	}
 }
 
 func TestWriteFooterRejectsBadEntries(t *testing.T) {
-	good := []record.Entry{{Hash: 1, Offset: HeaderSize, Length: 40, Kind: record.KindPut}}
+	good := []Entry{{Hash: 1, Offset: HeaderSize, Length: 40, Kind: record.KindPut}}
 	for _, tc := range []struct {
 		name    string
-		entries []record.Entry
+		entries []Entry
 		dataEnd int64
 	}{
 		{"data end in header", nil, 10},
 		{"entry past data end", good, HeaderSize + 39},
-		{"pad entry", []record.Entry{{Hash: 1, Offset: HeaderSize, Length: 40, Kind: record.KindPad}}, HeaderSize + 40},
-		{"entry in header block", []record.Entry{{Hash: 1, Offset: 0, Length: 40, Kind: record.KindPut}}, HeaderSize + 40},
-		{"out of order", append(append([]record.Entry(nil), good...), good...), HeaderSize + 80},
+		{"pad entry", []Entry{{Hash: 1, Offset: HeaderSize, Length: 40, Kind: record.KindPad}}, HeaderSize + 40},
+		{"entry in header block", []Entry{{Hash: 1, Offset: 0, Length: 40, Kind: record.KindPut}}, HeaderSize + 40},
+		{"out of order", append(append([]Entry(nil), good...), good...), HeaderSize + 80},
 	} {
 		f := &memFile{name: "mem.seg", data: make([]byte, HeaderSize+100)}
 		if _, err := WriteFooter(f, tc.entries, tc.dataEnd, false); err == nil {
@@ -635,12 +635,12 @@ func TestWriteBatchErrors(t *testing.T) {
 
 // padBatch encodes recs into one aligned buffer for offset off, padded to a
 // multiple of 4096 with one pad record, and returns it with the entries.
-func padBatch(recs []rec, off int64) ([]byte, []record.Entry) {
+func padBatch(recs []rec, off int64) ([]byte, []Entry) {
 	var raw []byte
-	var entries []record.Entry
+	var entries []Entry
 	for _, r := range recs {
 		b := r.encode()
-		entries = append(entries, record.Entry{Hash: record.KeyHash(r.key), Offset: uint32(off + int64(len(raw))), Length: uint32(len(b)), Kind: r.kind})
+		entries = append(entries, Entry{Hash: record.KeyHash(r.key), Offset: uint32(off + int64(len(raw))), Length: uint32(len(b)), Kind: r.kind})
 		raw = append(raw, b...)
 	}
 	n := len(raw) + record.HeaderSize // room for at least a pad header
@@ -665,7 +665,7 @@ func TestDirect(t *testing.T) {
 	defer a.Close()
 
 	rng := rand.New(rand.NewPCG(10, 10))
-	var all []record.Entry
+	var all []Entry
 	var bufs [][]byte
 	var offs []int64
 	off := int64(HeaderSize)
@@ -724,11 +724,11 @@ func TestDirect(t *testing.T) {
 	if gotSize != size {
 		t.Fatalf("size %d, want %d", gotSize, size)
 	}
-	hdr := make([]byte, record.SegmentHeaderSize)
+	hdr := make([]byte, HeaderLen)
 	if _, err := f.ReadAt(hdr, 0); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := record.DecodeSegmentHeader(hdr); err != nil || h.Flags&record.SegmentFlagDirect == 0 || h.ID != 9 {
+	if h, err := DecodeHeader(hdr); err != nil || h.Flags&FlagDirect == 0 || h.ID != 9 {
 		t.Fatalf("segment header = %+v, %v; want the direct flag and id 9", h, err)
 	}
 	entries, gotEnd, err := ReadFooter(f, gotSize)
@@ -763,5 +763,5 @@ func TestScanStepsOverFreedRecords(t *testing.T) {
 	if res.Records != 2 || res.Skipped != 0 || res.Err != nil || res.End != end {
 		t.Fatalf("Scan = %+v, want 2 records, nothing skipped, End %d", res, end)
 	}
-	sameEntries(t, got.entries, []record.Entry{entries[0], entries[2]})
+	sameEntries(t, got.entries, []Entry{entries[0], entries[2]})
 }

@@ -31,9 +31,9 @@ func Verify(f vfs.File, size int64) (Verified, error) {
 	var v Verified
 	entries, _, ferr := ReadFooter(f, size)
 	if ferr != nil {
-		scan := Scan(f, size, func(record.Entry, record.Header, []byte) error { return nil })
+		scan := Scan(f, size, func(Entry, record.Header, []byte) error { return nil })
 		v.Records = scan.Records
-		if !errors.Is(ferr, record.ErrNoFooter) {
+		if !errors.Is(ferr, ErrNoFooter) {
 			v.Problems = append(v.Problems, Problem{Offset: size, Err: ferr})
 		}
 		if scan.Err != nil && !scan.Torn {
@@ -64,7 +64,7 @@ func Verify(f vfs.File, size int64) (Verified, error) {
 }
 
 // CheckRecord checks the whole record b (header, key and value) against its footer entry e.
-func CheckRecord(b []byte, e record.Entry) error {
+func CheckRecord(b []byte, e Entry) error {
 	h, key, err := record.Decode(b)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func CheckRecord(b []byte, e record.Entry) error {
 }
 
 // freed reports whether the FreedRange of record e is a hole: punched out when the record died.
-func freed(f vfs.File, e record.Entry) bool {
+func freed(f vfs.File, e Entry) bool {
 	from, to := FreedRange(int64(e.Offset), int64(e.Length))
 	if to <= from {
 		return false

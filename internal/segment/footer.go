@@ -1,8 +1,10 @@
-package record
+package segment
 
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
 // EntrySize is the encoded size of a footer entry.
@@ -18,11 +20,11 @@ var footerMagic = [8]byte{'B', 'C', 'F', 'O', 'O', 'T', 'R', 0}
 // Entry is a hint-footer entry: where one put or delete record of a sealed
 // segment is, so opening the segment needs no scan. Pads have no entry.
 type Entry struct {
-	Hash   uint64 // KeyHash of the record's key
-	Offset uint32 // of the record in the segment
-	Length uint32 // of the whole record: header, key and value
-	Kind   Kind   // KindPut or KindDelete
-	Flags  uint8  // the record's flags
+	Hash   uint64      // record.KeyHash of the record's key
+	Offset uint32      // of the record in the segment
+	Length uint32      // of the whole record: header, key and value
+	Kind   record.Kind // record.KindPut or record.KindDelete
+	Flags  uint8       // the record's flags
 }
 
 // FooterSize returns the size of a footer with n entries.
@@ -77,8 +79,8 @@ func AppendFooter(dst []byte, entries []Entry, dataEnd uint64) []byte {
 	binary.LittleEndian.PutUint32(t[trOffVersion:], Version)
 	binary.LittleEndian.PutUint32(t[trOffCount:], uint32(len(entries)))
 	binary.LittleEndian.PutUint64(t[trOffDataEnd:], dataEnd)
-	binary.LittleEndian.PutUint32(t[trOffEntriesCRC:], CRC(b[:n]))
-	binary.LittleEndian.PutUint32(t[trOffCRC:], CRC(t[:trOffCRC]))
+	binary.LittleEndian.PutUint32(t[trOffEntriesCRC:], record.CRC(b[:n]))
+	binary.LittleEndian.PutUint32(t[trOffCRC:], record.CRC(t[:trOffCRC]))
 	return dst
 }
 
@@ -87,7 +89,7 @@ func AppendFooter(dst []byte, entries []Entry, dataEnd uint64) []byte {
 // trailerCRC. The entries are checked by DecodeEntries with entriesCRC.
 func DecodeTrailer(b []byte) (count uint32, dataEnd uint64, entriesCRC uint32, err error) {
 	if len(b) < TrailerSize {
-		return 0, 0, 0, fmt.Errorf("%w: %d bytes, a footer trailer needs %d", ErrTruncated, len(b), TrailerSize)
+		return 0, 0, 0, fmt.Errorf("%w: %d bytes, a footer trailer needs %d", record.ErrTruncated, len(b), TrailerSize)
 	}
 	if [8]byte(b[:8]) != footerMagic {
 		return 0, 0, 0, ErrNoFooter
@@ -96,7 +98,7 @@ func DecodeTrailer(b []byte) (count uint32, dataEnd uint64, entriesCRC uint32, e
 		return 0, 0, 0, fmt.Errorf("%w: footer version %d, want %d", ErrBadVersion, v, Version)
 	}
 	stored := binary.LittleEndian.Uint32(b[trOffCRC:])
-	if computed := CRC(b[:trOffCRC]); computed != stored {
+	if computed := record.CRC(b[:trOffCRC]); computed != stored {
 		return 0, 0, 0, checksumError(ErrFooterChecksum, "footer trailer", stored, computed)
 	}
 	return binary.LittleEndian.Uint32(b[trOffCount:]),
@@ -110,9 +112,9 @@ func DecodeTrailer(b []byte) (count uint32, dataEnd uint64, entriesCRC uint32, e
 // header long, with zero reserved bytes.
 func DecodeEntries(b []byte, crc uint32) ([]Entry, error) {
 	if len(b)%EntrySize != 0 {
-		return nil, fmt.Errorf("%w: %d bytes of footer entries is not a multiple of %d", ErrBadLength, len(b), EntrySize)
+		return nil, fmt.Errorf("%w: %d bytes of footer entries is not a multiple of %d", record.ErrBadLength, len(b), EntrySize)
 	}
-	if computed := CRC(b); computed != crc {
+	if computed := record.CRC(b); computed != crc {
 		return nil, checksumError(ErrFooterChecksum, "footer entries", crc, computed)
 	}
 	entries := make([]Entry, len(b)/EntrySize)
@@ -122,14 +124,14 @@ func DecodeEntries(b []byte, crc uint32) ([]Entry, error) {
 			Hash:   binary.LittleEndian.Uint64(p),
 			Offset: binary.LittleEndian.Uint32(p[entOffOffset:]),
 			Length: binary.LittleEndian.Uint32(p[entOffLength:]),
-			Kind:   Kind(p[entOffKind]),
+			Kind:   record.Kind(p[entOffKind]),
 			Flags:  p[entOffFlags],
 		}
-		if e.Kind != KindPut && e.Kind != KindDelete {
-			return nil, fmt.Errorf("%w: footer entry %d has kind %d", ErrBadKind, i, uint8(e.Kind))
+		if e.Kind != record.KindPut && e.Kind != record.KindDelete {
+			return nil, fmt.Errorf("%w: footer entry %d has kind %d", record.ErrBadKind, i, uint8(e.Kind))
 		}
-		if e.Length < HeaderSize {
-			return nil, fmt.Errorf("%w: footer entry %d has record length %d", ErrBadLength, i, e.Length)
+		if e.Length < record.HeaderSize {
+			return nil, fmt.Errorf("%w: footer entry %d has record length %d", record.ErrBadLength, i, e.Length)
 		}
 		if p[entOffReserved] != 0 || p[entOffReserved+1] != 0 {
 			return nil, fmt.Errorf("%w: footer entry %d", ErrReserved, i)
