@@ -90,7 +90,9 @@ func TestTwemproxySpread(t *testing.T) {
 		{"former", formerPool, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy := startTwemproxy(t, tc.pool, backends)
+			pool := tc.pool
+			pool.timeoutMS = 60000
+			proxy := startTwemproxy(t, pool, backends)
 			var uneven []string
 			var table strings.Builder
 			fmt.Fprintf(&table, "hash %s, names %s, %d keys per family; share of a third per instance:\n", tc.pool.hash, tc.pool.names, n)

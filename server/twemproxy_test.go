@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -34,6 +35,10 @@ type twemproxyPool struct {
 	// the ring by hashing its name (its address when it has none), so the names alone decide
 	// each instance's share of the ring, wherever the instances run.
 	names string
+	// timeoutMS is nutcracker's timeout for a backend's reply (default 2000, as in
+	// docs/SERVER.md); the spread test, which pipelines thousands of sets on a loaded test
+	// machine, raises it.
+	timeoutMS int
 }
 
 // recommendedPool is the configuration docs/SERVER.md recommends: md5 mixes every byte of the
@@ -53,14 +58,14 @@ func (p twemproxyPool) config(listen string, backends []string) string {
   listen: %s
   hash: %s
   distribution: ketama
-  timeout: 2000
+  timeout: %d
   backlog: 1024
   preconnect: true
   auto_eject_hosts: true
   server_retry_timeout: 60000
   server_failure_limit: 1
   servers:
-`, listen, p.hash)
+`, listen, p.hash, cmp.Or(p.timeoutMS, 2000))
 	for i, b := range backends {
 		conf += fmt.Sprintf("   - %s:1 "+p.names+"\n", b, i)
 	}
