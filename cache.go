@@ -46,6 +46,9 @@ type Cache struct {
 
 	lastCorruption atomic.Pointer[string]
 
+	vers      versions
+	idVersion uint32 // the identity file's format version when opened
+
 	// Per-blob mode (perblob.go): the last seq used, and the blob files in write order, owned by
 	// the commit goroutine.
 	blobSeq  atomic.Uint64
@@ -105,6 +108,11 @@ func New(path string, opts ...Option) (*Cache, error) {
 		return nil, err
 	}
 	c.loadBloom(stamp)
+	if err := c.openVersions(); err != nil {
+		c.closeSegments()
+		c.lock.Close()
+		return nil, err
+	}
 	if o.MaxSize > 0 {
 		if err := c.layout.evict(o.MaxSize); err != nil {
 			c.closeSegments()
@@ -123,6 +131,30 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.lost = nil
 	}
 	return c, nil
+}
+
+// openVersions reads the state file and leases the first record versions; then a directory
+// written before record versions existed is marked as upgraded.
+func (c *Cache) openVersions() error {
+	damaged, err := c.vers.open(c.opts.fs, c.dir, c.opts.versionLease)
+	if err != nil {
+		return err
+	}
+	if damaged != nil {
+		c.stats.corrupt.Add(1)
+		c.noteCorruption(fmt.Errorf("blobcache: %w (everything stored before this open is forgotten)", damaged))
+	}
+	if c.idVersion == identityLegacyVersion {
+		id, err := c.readIdentity()
+		if err == nil {
+			id.Version = identityVersion
+			err = writeFileAtomic(c.opts.fs, filepath.Join(c.dir, identityFile), id.encode())
+		}
+		if err != nil {
+			return fmt.Errorf("blobcache: upgrade %s: %w", c.dir, err)
+		}
+	}
+	return nil
 }
 
 // openDir checks that the directory is a BlobCache (or empty), takes the lock and writes the
@@ -161,17 +193,14 @@ func (c *Cache) openDir() error {
 	c.lock = lk
 	idPath := filepath.Join(c.dir, identityFile)
 	if known {
-		b, err := readFile(fs, idPath)
-		var id identity
-		if err == nil {
-			id, err = decodeIdentity(b)
-		}
+		id, err := c.readIdentity()
 		if err != nil {
 			lk.Close()
 			return fmt.Errorf("blobcache: %s: %w", idPath, err)
 		}
 		// A cache keeps the storage mode it was created with.
 		c.opts.PerBlobFiles = id.Flags&flagPerBlob != 0
+		c.idVersion = id.Version
 	} else if err := writeFileAtomic(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
 		lk.Close()
 		return err
@@ -181,6 +210,14 @@ func (c *Cache) openDir() error {
 		return fmt.Errorf("blobcache: create %s: %w", c.segDir, err)
 	}
 	return nil
+}
+
+func (c *Cache) readIdentity() (identity, error) {
+	b, err := readFile(c.opts.fs, filepath.Join(c.dir, identityFile))
+	if err != nil {
+		return identity{}, err
+	}
+	return decodeIdentity(b)
 }
 
 // lockDir takes the directory's lock. A lock just released can still be held for a moment by a
@@ -246,22 +283,22 @@ func writeFileAtomic(fs vfs.FS, name string, data []byte) error {
 // Put stores value under key. It copies value, so the caller may reuse it at once. The blob is
 // visible to Get as soon as Put returns, and is in a segment after the next flush (Drain forces
 // one). Put blocks while the write buffers are full.
-func (c *Cache) Put(key, value []byte) error { return c.put(key, value, 0, false, true) }
+func (c *Cache) Put(key, value []byte) error { return c.put(key, value, 0, false, true, nil) }
 
 // UnsafePut is Put without the copy: the caller must not modify value until Drain returns (or
 // the cache is closed). With DirectIOWrites it copies like Put.
-func (c *Cache) UnsafePut(key, value []byte) error { return c.put(key, value, 0, false, false) }
+func (c *Cache) UnsafePut(key, value []byte) error { return c.put(key, value, 0, false, false, nil) }
 
 // PutChecksummed is Put with the blob's checksum computed by the caller with the configured hash
 // (CRC-32C unless WithChecksumHash). A checksum that does not match the value is refused with
 // ErrChecksumMismatch, so a blob damaged before it reached the cache is never stored.
 func (c *Cache) PutChecksummed(key, value []byte, checksum uint32) error {
-	return c.put(key, value, checksum, true, true)
+	return c.put(key, value, checksum, true, true, nil)
 }
 
 // UnsafePutChecksummed is PutChecksummed without the copy (see UnsafePut).
 func (c *Cache) UnsafePutChecksummed(key, value []byte, checksum uint32) error {
-	return c.put(key, value, checksum, true, false)
+	return c.put(key, value, checksum, true, false, nil)
 }
 
 // MaxValueSize is the largest value the cache accepts for a key of length keyLen: a record must
@@ -276,6 +313,25 @@ func (c *Cache) buffered(n int64) bool {
 	return !c.layout.streams() || n <= c.opts.WriteBufferSize
 }
 
+// stamp gives hdr its version (a new one, or the one m keeps) and m's metadata, and tells m the
+// version.
+func (c *Cache) stamp(hdr *record.Header, m *writeMeta) error {
+	if m != nil && m.keep != 0 {
+		hdr.Version = m.keep
+	} else {
+		v, err := c.vers.next()
+		if err != nil {
+			return err
+		}
+		hdr.Version = v
+	}
+	if m != nil {
+		hdr.Expires, hdr.ClientFlags = m.expires, m.clientFlags
+		m.version = hdr.Version
+	}
+	return nil
+}
+
 func (c *Cache) checkKey(key []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
@@ -286,7 +342,9 @@ func (c *Cache) checkKey(key []byte) error {
 	return nil
 }
 
-func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error {
+// put writes a record of value under key; m, if not nil, carries its metadata and the
+// observation of a conditional write (see conditional.go), and gets the version stored.
+func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *writeMeta) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -303,7 +361,7 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 		if hasSum {
 			want = &sum
 		}
-		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)), want)
+		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)), want, m)
 	}
 	vcrc := record.CRC(value)
 	var flags uint8
@@ -329,8 +387,11 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool) error
 		CTime:    time.Now().UnixNano(),
 		ValueCRC: vcrc,
 	}
+	if err := c.stamp(&hdr, m); err != nil {
+		return err
+	}
 	h := record.KeyHash(key)
-	accepted, err := c.w.append(h, hdr, key, value, copyValue)
+	accepted, err := c.w.append(h, hdr, key, value, copyValue, m)
 	if accepted {
 		c.bloomAdd(h)
 		c.stats.puts.Add(1)
@@ -350,7 +411,10 @@ func (c *Cache) bloomAdd(h uint64) {
 
 // Delete removes key. Get misses it as soon as Delete returns. With Fsync, Delete returns after
 // the deletion is durable, so it is never undone by a crash.
-func (c *Cache) Delete(key []byte) error {
+func (c *Cache) Delete(key []byte) error { return c.delete(key, nil) }
+
+// delete writes a tombstone for key if it may have a blob; m is as for put.
+func (c *Cache) delete(key []byte, m *writeMeta) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -368,7 +432,10 @@ func (c *Cache) Delete(key []byte) error {
 		return nil
 	}
 	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
-	accepted, err := c.w.append(l.h, hdr, key, nil, true)
+	if err := c.stamp(&hdr, m); err != nil {
+		return err
+	}
+	accepted, err := c.w.append(l.h, hdr, key, nil, true, m)
 	if !accepted {
 		return err
 	}

@@ -23,7 +23,8 @@ var (
 	// checks.
 	// Every damaged-bytes error of the internal packages is one too (internal/corruption).
 	ErrCorrupt = corruption.ErrCorrupt
-	// ErrNotFound is returned by ReadAt and Stat-like calls for a key the cache does not hold.
+	// ErrNotFound is returned by ReadAt and Stat-like calls for a key the cache does not hold,
+	// and by a conditional write whose precondition (IfPresent, IfVersion) wanted a blob.
 	ErrNotFound = errors.New("blobcache: not found")
 	// ErrNotBlobCache is returned by New for a non-empty directory that was not created by
 	// BlobCache.
@@ -40,4 +41,12 @@ var (
 	// under MaxSize, and held the eviction back for a second: its reader was too slow. Nothing
 	// of the value is stored; the rest of it was read and dropped. The cache is fine.
 	ErrOutrun = errors.New("blobcache: value outrun by eviction")
+	// ErrExists is returned by a conditional write whose precondition found a blob it did not
+	// want: IfAbsent and the key has one, or IfVersion and the key's blob has another version.
+	// Nothing is written.
+	ErrExists = errors.New("blobcache: key exists")
+	// ErrConflict is returned by a conditional PutFromWith whose value streamed into the cache
+	// while another write of the key landed: the precondition was tested against a blob that
+	// is no longer there. Nothing is stored; the reader was consumed.
+	ErrConflict = errors.New("blobcache: key changed while the value streamed")
 )

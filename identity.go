@@ -17,10 +17,14 @@ import (
 //
 // crc32c covers bytes 0..28. Checked in order: magic, version, crc.
 const (
-	identityFile    = "BLOBCACHE"
-	identitySize    = 32
-	identityMagic   = "BLOBCACH"
-	identityVersion = 1
+	identityFile  = "BLOBCACHE"
+	identitySize  = 32
+	identityMagic = "BLOBCACH"
+	// identityVersion 2: records may carry the meta block (record format 2) and the directory
+	// has a STATE file. A directory of version 1 opens and is upgraded; builds that read only
+	// version 1 refuse a version-2 directory rather than misread its records.
+	identityVersion       = 2
+	identityLegacyVersion = 1
 )
 
 // flagPerBlob marks a cache of one file per blob (Options.PerBlobFiles).
@@ -54,7 +58,7 @@ func decodeIdentity(b []byte) (identity, error) {
 		Flags:   binary.LittleEndian.Uint32(b[12:]),
 		Created: int64(binary.LittleEndian.Uint64(b[16:])),
 	}
-	if id.Version != identityVersion {
+	if id.Version != identityVersion && id.Version != identityLegacyVersion {
 		return identity{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, id.Version, identityVersion)
 	}
 	if binary.LittleEndian.Uint32(b[24:]) != 0 {

@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
@@ -114,24 +115,49 @@ func (l *keyLookup) miss() {
 	}
 }
 
-// valueLen is the length of the value of the key's record at l.loc: negative when the record is
-// too short to hold the key (another key with the same hash).
-func (l *keyLookup) valueLen() int64 {
-	return int64(l.loc.Length) - int64(record.HeaderSize+len(l.key))
+// prefixLen is how many bytes of the record at l.loc hold its header and key: those of a
+// record of the current format, as the read is planned before the header is decoded (a legacy
+// header is shorter; see record.Header.Legacy), cut to the record's length.
+func (l *keyLookup) prefixLen() int64 {
+	return min(int64(record.HeaderSize+len(l.key)), int64(l.loc.Length))
 }
 
-// checkHeader checks the header and key b of the record at l.loc, read from the file: a put of
-// this key, with the value length the index says. A record of another key with the same hash
+// live tells whether the record with header hdr (this key's, checked) is still to be served:
+// not expired, not invalidated. A record that is not is a miss, counted, and its key is queued
+// for a tombstone so that its space is reclaimed as an overwritten record's is.
+func (l *keyLookup) live(version uint64, ctime, expires int64) bool {
+	var now int64
+	f := l.c.vers.fateOf(version, ctime, expires, &now)
+	if f == fresh {
+		return true
+	}
+	// Where the record is: in the write buffer (found before next ran), or at l.loc.
+	o := observation{buffered: l.tries == 0, rawVersion: version, inIndex: l.tries > 0, loc: l.loc}
+	l.c.dropStale(l.key, f, o)
+	return false
+}
+
+// checkHeader checks the header and key b of the record at l.loc, read from the file (at least
+// prefixLen bytes): a put of this key, as long as the index says. A record of another key with the same hash
 // (a collision) is not this key's: ok false. Damage (a header that fails its checks, a record
 // that is not a put, a length that disagrees with the index) is counted and noted, and is a
 // miss as well.
 func (l *keyLookup) checkHeader(b []byte) (hdr record.Header, ok bool) {
 	hdr, k, err := record.Decode(b)
+	if errors.Is(err, record.ErrTruncated) && int64(len(b)) < int64(l.loc.Length) && hdr.KeyLen > uint32(len(l.key)) {
+		// b holds what this key's header and key would take, and the record says its key
+		// is longer: another key with the same hash, or damage. Read the record's header
+		// and key whole to tell which (this path allocates; it is rare).
+		full := make([]byte, min(hdr.Size()+int64(hdr.KeyLen), int64(l.loc.Length)))
+		if _, rerr := l.file.rd.ReadAt(full, l.recOff); rerr == nil {
+			hdr, k, err = record.Decode(full)
+		}
+	}
 	if err == nil && hdr.Kind != record.KindPut {
 		err = fmt.Errorf("%w: a %v record where the index has a put", record.ErrBadKind, hdr.Kind)
 	}
-	if err == nil && string(k) == string(l.key) && int64(hdr.ValueLen) != l.valueLen() {
-		err = fmt.Errorf("%w: value length %d, index says %d", record.ErrBadLength, hdr.ValueLen, l.valueLen())
+	if err == nil && string(k) == string(l.key) && hdr.Len() != int64(l.loc.Length) {
+		err = fmt.Errorf("%w: a record of %d bytes, the index says %d", record.ErrBadLength, hdr.Len(), l.loc.Length)
 	}
 	if err != nil {
 		l.c.stats.corrupt.Add(1)

@@ -112,6 +112,9 @@ type Options struct {
 
 	// fs is the file-system seam; tests replace it with a faulty one.
 	fs vfs.FS
+	// versionLease is how many record versions one write of the state file leases
+	// (defaultVersionLease); tests make it small.
+	versionLease uint64
 	// putChunk is PutFrom's chunk and streaming threshold (StreamThreshold unless a test
 	// lowers it to stream small values; a multiple of 4 KiB).
 	putChunk int
@@ -151,6 +154,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BloomMaxFPR == 0 {
 		o.BloomMaxFPR = DefaultBloomMaxFPR
+	}
+	if o.versionLease == 0 {
+		o.versionLease = defaultVersionLease
 	}
 	if o.fs == nil {
 		o.fs = vfs.Default
@@ -199,7 +205,9 @@ func (o Options) Validate() error {
 type Option func(*Options)
 
 // WithOptions replaces all options with o (fields left zero take their defaults).
-func WithOptions(o Options) Option { return func(p *Options) { fs := p.fs; *p = o; p.fs = fs } }
+func WithOptions(o Options) Option {
+	return func(p *Options) { fs, lease := p.fs, p.versionLease; *p = o; p.fs, p.versionLease = fs, lease }
+}
 
 // WithMaxSize sets Options.MaxSize.
 func WithMaxSize(n int64) Option { return func(o *Options) { o.MaxSize = n } }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -50,7 +51,7 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 	var l keyLookup
 	l.start(c, key, h, st)
 	if v, ok := l.buffered(true); ok {
-		if v.Kind != record.KindPut {
+		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
 			return nil, false
 		}
@@ -84,25 +85,18 @@ const (
 // file l holds is released or handed to the Reader.
 func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 	s, recOff, loc := l.file, l.recOff, l.loc
-	hk := int64(record.HeaderSize + len(l.key))
-	vlen := l.valueLen()
-	if vlen < 0 {
-		s.unref()
-		return nil, openMiss // a record of another, shorter key with the same hash
-	}
-	off = min(off, vlen)
-	end := vlen
-	if n >= 0 {
-		end = min(vlen, off+n)
-	}
-	whole := off == 0 && end == vlen
 	// What the first read brings in: the whole record when small, else header and key plus the
-	// start of the range.
+	// start of the value when the range starts at 0 (as if the header were of the current
+	// format: a legacy one is shorter, and the value starts a little earlier).
 	first := int64(loc.Length)
 	if first > smallRecord {
-		first = hk
+		first = l.prefixLen()
 		if off == 0 {
-			first = hk + min(end, streamChunk)
+			want := int64(loc.Length) - first
+			if n >= 0 {
+				want = min(want, n)
+			}
+			first += min(want, streamChunk)
 		}
 	}
 	// With direct reads, start b as far past an aligned address as the record is past an
@@ -128,7 +122,20 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		putBuf(buf)
 		return nil, openRetry
 	}
-	hdr, ok := l.checkHeader(b[:hk])
+	hdr, ok := l.checkHeader(b[:l.prefixLen()])
+	if ok && !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
+		s.unref()
+		putBuf(buf)
+		return nil, openMiss
+	}
+	hk := hdr.ValueOffset()
+	vlen := int64(hdr.ValueLen)
+	off = min(off, vlen)
+	end := vlen
+	if n >= 0 {
+		end = min(vlen, off+n)
+	}
+	whole := off == 0 && end == vlen
 	if ok && c.layout.checksValues() && int64(len(b)) == int64(loc.Length) {
 		// A blob file is not scanned on open, so a torn one is caught here.
 		if err := record.CheckValue(hdr, b[hk:]); err != nil {
@@ -142,14 +149,11 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		putBuf(buf)
 		return nil, openMiss
 	}
-	r := &Reader{
-		c: c, h: l.h, loc: loc, size: end - off, buf: buf,
-		hasSum: hdr.Flags&record.FlagHasChecksum != 0, sum: hdr.Sum,
-	}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, info: infoOf(hdr)}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
-		if r.hasSum && c.opts.ChecksumHash != nil {
+		if r.info.HasChecksum && c.opts.ChecksumHash != nil {
 			r.userHash = c.opts.ChecksumHash()
 			r.wantSum = hdr.Sum
 		}
@@ -209,7 +213,7 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	l.start(c, key, h, st)
 	if v, n, ok := l.bufferedValue(p, off); ok {
 		// Still in the write buffer: copied straight into p, no allocation.
-		if v.Kind != record.KindPut {
+		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
 			return 0, ErrNotFound
 		}
@@ -246,26 +250,27 @@ var scratchPool = sync.Pool{New: func() any { return new(readScratch) }}
 func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, error) {
 	s, recOff, loc := l.file, l.recOff, l.loc
 	defer s.unref()
-	hk := record.HeaderSize + len(l.key)
-	vlen := l.valueLen()
-	if vlen < 0 {
-		return 0, openMiss, nil
-	}
 	sc := scratchPool.Get().(*readScratch)
 	defer func() { sc.iov = [2][]byte{}; scratchPool.Put(sc) }()
-	want := p
-	if off >= vlen {
-		want = p[:0]
-	} else if int64(len(p)) > vlen-off {
-		want = p[:vlen-off]
-	}
+	// The read is planned for a header of the current format; a legacy record's value starts
+	// a little earlier and is read again below.
+	hk := l.prefixLen()
+	want := clampTo(p, off, int64(loc.Length)-hk)
 	var err error
 	if off == 0 {
 		sc.iov[0], sc.iov[1] = sc.hk[:hk], want
 		_, err = s.rd.ReadvAt(sc.iov[:], recOff)
 	} else {
 		if _, err = s.rd.ReadAt(sc.hk[:hk], recOff); err == nil && len(want) > 0 {
-			_, err = s.rd.ReadAt(want, recOff+int64(hk)+off)
+			_, err = s.rd.ReadAt(want, recOff+hk+off)
+		}
+	}
+	if err == nil {
+		if hdr, _, derr := record.Decode(sc.hk[:hk]); derr == nil && hdr.Legacy {
+			want = clampTo(p, off, int64(hdr.ValueLen))
+			if len(want) > 0 {
+				_, err = s.rd.ReadAt(want, recOff+hdr.ValueOffset()+off)
+			}
 		}
 	}
 	if !l.stillAt() {
@@ -276,9 +281,10 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 		return 0, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)
 	}
 	hdr, ok := l.checkHeader(sc.hk[:hk])
-	if !ok {
+	if !ok || !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
 		return 0, openMiss, nil
 	}
+	vlen := int64(hdr.ValueLen)
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
 		if got := record.CRC(want); got != hdr.ValueCRC {
 			c.stats.corrupt.Add(1)
@@ -301,12 +307,53 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	return len(want), openHit, nil
 }
 
+// clampTo returns the part of p that value bytes [off, off+len(p)) of a value of vlen bytes
+// fill.
+func clampTo(p []byte, off, vlen int64) []byte {
+	switch {
+	case off >= vlen:
+		return p[:0]
+	case int64(len(p)) > vlen-off:
+		return p[:vlen-off]
+	}
+	return p
+}
+
 // BlobInfo describes a stored blob without its bytes.
 type BlobInfo struct {
 	Size        int64     // bytes of the value
 	Checksum    uint32    // the blob checksum (see Options.Checksum), if HasChecksum
 	HasChecksum bool      //
 	Created     time.Time // when it was put
+	// Version identifies this write of the blob: unique among the writes of the cache's
+	// directory, kept across reopens (what a memcached cas or an HTTP ETag is made of).
+	Version uint64
+	Expires time.Time // when it becomes a miss; zero: never (see PutOptions)
+	Flags   uint32    // the caller's flags, as given to PutWith
+}
+
+// infoOf is the BlobInfo of a record with header h.
+func infoOf(h record.Header) BlobInfo {
+	return blobInfo(int64(h.ValueLen), h.Flags, h.Sum, h.CTime, h.Version, h.Expires, h.ClientFlags)
+}
+
+// pendingInfo is the BlobInfo of a record still in the write buffer.
+func pendingInfo(v batch.Value) BlobInfo {
+	return blobInfo(v.Length, v.Flags, v.Sum, v.CTime, v.Version, v.Expires, v.ClientFlags)
+}
+
+func blobInfo(size int64, flags uint8, sum uint32, ctime int64, version uint64, expires int64, clientFlags uint32) BlobInfo {
+	info := BlobInfo{
+		Size: size, Checksum: sum, HasChecksum: flags&record.FlagHasChecksum != 0,
+		Created: time.Unix(0, ctime), Version: version, Flags: clientFlags,
+	}
+	if version == 0 {
+		info.Version = legacyVersion(ctime)
+	}
+	if expires != 0 {
+		info.Expires = time.Unix(0, expires)
+	}
+	return info
 }
 
 // Stat returns what the cache knows of the blob under key without reading its value: one
@@ -326,16 +373,22 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	var l keyLookup
 	l.start(c, key, h, nil)
 	if v, ok := l.buffered(false); ok {
-		if v.Kind != record.KindPut {
+		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			return BlobInfo{}, ErrNotFound
 		}
-		return BlobInfo{Size: v.Length, Checksum: v.Sum, HasChecksum: v.Flags&record.FlagHasChecksum != 0, Created: time.Unix(0, v.CTime)}, nil
+		return pendingInfo(v), nil
 	}
 	for l.next() {
-		info, res, err := c.stat(&l)
+		hdr, res, err := c.stat(&l)
 		switch res {
 		case openHit:
-			return info, err
+			if err != nil {
+				return BlobInfo{}, err
+			}
+			if !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
+				return BlobInfo{}, ErrNotFound
+			}
+			return infoOf(hdr), nil
 		case openMiss:
 			return BlobInfo{}, ErrNotFound
 		}
@@ -343,27 +396,24 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	return BlobInfo{}, ErrNotFound
 }
 
-// stat reads the header and key of the record l found. It releases the file l holds.
-func (c *Cache) stat(l *keyLookup) (BlobInfo, openResult, error) {
-	if l.valueLen() < 0 {
-		l.file.unref()
-		return BlobInfo{}, openMiss, nil
-	}
+// stat reads the header and key of the record l found, and checks them. It releases the file l
+// holds.
+func (c *Cache) stat(l *keyLookup) (record.Header, openResult, error) {
 	sc := scratchPool.Get().(*readScratch)
 	defer scratchPool.Put(sc)
-	hk := sc.hk[:record.HeaderSize+len(l.key)]
+	hk := sc.hk[:l.prefixLen()]
 	_, err := l.file.rd.ReadAt(hk, l.recOff)
-	l.file.unref()
+	defer l.file.unref()
 	if !l.stillAt() {
-		return BlobInfo{}, openRetry, nil
+		return record.Header{}, openRetry, nil
 	}
 	if err != nil {
 		c.stats.readErrors.Add(1)
-		return BlobInfo{}, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)
+		return record.Header{}, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)
 	}
 	hdr, ok := l.checkHeader(hk)
 	if !ok {
-		return BlobInfo{}, openMiss, nil
+		return record.Header{}, openMiss, nil
 	}
-	return BlobInfo{Size: int64(hdr.ValueLen), Checksum: hdr.Sum, HasChecksum: hdr.Flags&record.FlagHasChecksum != 0, Created: time.Unix(0, hdr.CTime)}, openHit, nil
+	return hdr, openHit, nil
 }

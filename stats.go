@@ -21,6 +21,10 @@ type Stats struct {
 	PutWaits            uint64 // times a Put waited for a write buffer (backpressure)
 	RoomWaits           uint64 // times a write waited for the oldest segment's seal to evict it under MaxSize
 	StreamsOutrun       uint64 // PutFrom calls that failed with ErrOutrun
+	Expired             uint64 // reads that found the key's blob expired (each a miss)
+	Invalidated         uint64 // reads that found the key's blob invalidated by InvalidateAll (each a miss)
+	Invalidations       uint64 // InvalidateAll calls
+	PreconditionFailed  uint64 // conditional writes refused (ErrExists, ErrNotFound)
 
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
@@ -57,6 +61,8 @@ type counters struct {
 
 	puts, deletes, putWaits               atomic.Uint64
 	roomWaits, streamsOutrun              atomic.Uint64
+	expired, invalidated                  atomic.Uint64
+	invalidations, condFailed             atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -68,26 +74,30 @@ func (c *counters) stripe(h uint64) *counterStripe { return &c.stripes[h&(numStr
 // Stats returns a snapshot of the cache's counters.
 func (c *Cache) Stats() Stats {
 	s := Stats{
-		Blobs:         int64(c.idx.Len()),
-		DiskBytes:     c.diskBytes.Load(),
-		Puts:          c.stats.puts.Load(),
-		Deletes:       c.stats.deletes.Load(),
-		PutWaits:      c.stats.putWaits.Load(),
-		RoomWaits:     c.stats.roomWaits.Load(),
-		StreamsOutrun: c.stats.streamsOutrun.Load(),
-		Flushes:       c.stats.flushes.Load(),
-		FlushedBytes:  c.stats.flushedBytes.Load(),
-		FlushTime:     time.Duration(c.stats.flushNanos.Load()),
-		FlushErrors:   c.stats.flushErrors.Load(),
-		ReadErrors:    c.stats.readErrors.Load(),
-		Evictions:     c.stats.evictions.Load(),
-		EvictedBytes:  c.stats.evictedBytes.Load(),
-		PunchedBytes:  c.stats.punchedBytes.Load(),
-		CorruptRecord: c.stats.corrupt.Load(),
-		TornTails:     c.stats.tornTails.Load(),
-		Orphans:       c.stats.orphans.Load(),
-		IndexBytes:    c.idx.MemoryBytes(),
-		BloomRebuilds: c.stats.rebuilds.Load(),
+		Blobs:              int64(c.idx.Len()),
+		DiskBytes:          c.diskBytes.Load(),
+		Puts:               c.stats.puts.Load(),
+		Deletes:            c.stats.deletes.Load(),
+		PutWaits:           c.stats.putWaits.Load(),
+		RoomWaits:          c.stats.roomWaits.Load(),
+		StreamsOutrun:      c.stats.streamsOutrun.Load(),
+		Expired:            c.stats.expired.Load(),
+		Invalidated:        c.stats.invalidated.Load(),
+		Invalidations:      c.stats.invalidations.Load(),
+		PreconditionFailed: c.stats.condFailed.Load(),
+		Flushes:            c.stats.flushes.Load(),
+		FlushedBytes:       c.stats.flushedBytes.Load(),
+		FlushTime:          time.Duration(c.stats.flushNanos.Load()),
+		FlushErrors:        c.stats.flushErrors.Load(),
+		ReadErrors:         c.stats.readErrors.Load(),
+		Evictions:          c.stats.evictions.Load(),
+		EvictedBytes:       c.stats.evictedBytes.Load(),
+		PunchedBytes:       c.stats.punchedBytes.Load(),
+		CorruptRecord:      c.stats.corrupt.Load(),
+		TornTails:          c.stats.tornTails.Load(),
+		Orphans:            c.stats.orphans.Load(),
+		IndexBytes:         c.idx.MemoryBytes(),
+		BloomRebuilds:      c.stats.rebuilds.Load(),
 	}
 	for i := range c.stats.stripes {
 		st := &c.stats.stripes[i]

@@ -95,6 +95,9 @@ type stream struct {
 	// the stream then goes into the index only after that batch commits, through the
 	// pipeline. Otherwise endStream puts it in the index at once.
 	ordered bool
+	// obs is what a conditional write saw of the key: the record is published only if the
+	// key's newest record is still that one.
+	obs *observation
 	// evicting says the segment became the oldest and a rotation has waited streamGrace to
 	// evict it: the stream stops writing at its next chunk and releases the segment
 	// (ErrOutrun). Read by the filling goroutine without mu.
@@ -129,6 +132,11 @@ const maxStreamLag = 64
 // Close waits for PutFrom calls in progress; they stop at their next chunk with ErrClosed.
 // In the one-file-per-blob mode values are always read whole first.
 func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
+	return c.putFrom(key, r, size, nil)
+}
+
+// putFrom is PutFrom with the metadata (and condition) m, as for put.
+func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -142,18 +150,31 @@ func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
 	}
 	if size <= int64(c.chunkSize()) || !c.layout.streams() {
-		return c.putFromBuffered(key, r, size)
+		return c.putFromBuffered(key, r, size, m)
 	}
-	return c.putFromStream(key, r, size, nil)
+	return c.putFromStream(key, r, size, nil, m)
 }
 
-func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64) error {
+func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {
 	buf := getBuf(int(size))
 	defer putBuf(buf)
 	if err := readValue(r, *buf); err != nil {
 		return err
 	}
-	return c.put(key, *buf, 0, false, true)
+	err := c.put(key, *buf, 0, false, true, m)
+	for errors.Is(err, errChanged) && m != nil && m.obs != nil {
+		// The value is read: observe again and write it if the condition still holds.
+		var o *observation
+		if o, err = c.observe(key, record.KeyHash(key)); err != nil {
+			return err
+		}
+		if err = m.cond.check(o); err != nil {
+			return err
+		}
+		m.obs = o
+		err = c.put(key, *buf, 0, false, true, m)
+	}
+	return err
 }
 
 // readValue fills b from r. Unlike io.ReadFull it fails on any error r returns, even one that
@@ -175,8 +196,17 @@ func readValue(r io.Reader, b []byte) error {
 // putFromStream streams a record of size bytes from r (see the top of this file). want, if not
 // nil, is the caller's checksum of the value (PutChecksummed): a value that does not match it is
 // abandoned with ErrChecksumMismatch.
-func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32) error {
+//
+// With m's observation (a conditional write), the reservation is made only if the key is
+// unchanged since (errChanged otherwise, nothing read), and the record is published only if it
+// still is when the value is written; if not, errChanged is returned and nothing is stored (any
+// record that changed the key is placed after this one, so a scan after a crash does not bring
+// it back either).
+func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32, m *writeMeta) error {
 	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: time.Now().UnixNano()}
+	if err := c.stamp(&hdr, m); err != nil {
+		return err
+	}
 	n := hdr.Len()
 	var lead int64
 	length := n
@@ -188,7 +218,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32)
 		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
 	}
 	h := record.KeyHash(key)
-	s, err := c.w.reserve(h, key, lead, length)
+	s, err := c.w.reserve(h, key, lead, length, m)
 	if err != nil {
 		return err
 	}
@@ -386,7 +416,7 @@ func (w *chunkWriter) flush() {
 // end of the active segment and writes the pads that cover it: one of lead bytes, and one from the
 // record's place to the end, which the record's header replaces. See the comment at the top of
 // stream.go.
-func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, error) {
+func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta) (*stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -397,6 +427,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 			return nil, w.broken
 		}
 		w.writeForgotten()
+		w.writeStale()
 		// An older record of the key in the open batch is cut first, so it is placed before
 		// the stream (the stream is then ordered, below).
 		if w.open != nil {
@@ -417,6 +448,17 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 	}
 	// From here on mu is held throughout: nothing is placed between the checks above and the
 	// reservation.
+	var obs *observation
+	if m != nil && m.obs != nil {
+		if w.streaming(key) {
+			w.cond.Wait()
+			return nil, errChanged
+		}
+		if !w.unchanged(h, key, m.obs) {
+			return nil, errChanged
+		}
+		obs = m.obs
+	}
 	ordered := false
 	for _, b := range *w.live.Load() {
 		if _, ok := b.Lookup(h, key, false); ok {
@@ -433,7 +475,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64) (*stream, err
 	// The range is placed now, pads written or not: if they fail, it is a gap (its footer
 	// entry, counted, stays unused).
 	base, _ := w.active.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
-	s := &stream{key: bytes.Clone(key), seg: w.active, base: base, lead: lead, length: length, ordered: ordered}
+	s := &stream{key: bytes.Clone(key), seg: w.active, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later
 	// batch's sync (with Fsync) makes them durable too. The record's header goes exactly where
@@ -489,6 +531,7 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 			break
 		}
 	}
+	defer w.cond.Broadcast() // a conditional write may wait for this stream
 	seg := s.seg
 	seg.streams--
 	if fillErr != nil && errors.Is(fillErr, ErrWriteFailed) {
@@ -497,6 +540,9 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 		}
 		w.lastErr = fillErr
 		w.c.stats.flushErrors.Add(1)
+	}
+	if fillErr == nil && !s.superseded && s.obs != nil && !w.unchanged(record.KeyHash(s.key), s.key, s.obs) {
+		fillErr = errChanged
 	}
 	if fillErr == nil && !s.superseded {
 		w.nextSeq++

@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -94,8 +95,11 @@ type writer struct {
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
 	forgotten [][]byte
-	nextSeq   uint64
-	active    *segHandle // segment that new batches are placed in
+	// stale are keys whose newest record a read found expired or invalidated, with what it
+	// saw, for tombstones (writeStale); at most maxStale.
+	stale   []staleKey
+	nextSeq uint64
+	active  *segHandle // segment that new batches are placed in
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -143,7 +147,10 @@ func newWriter(c *Cache) *writer {
 // append adds one record to the open batch, cutting and waiting for a batch as needed.
 // accepted reports whether the record was taken (it may be, with an error about an earlier
 // batch).
-func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool) (accepted bool, err error) {
+//
+// With m's observation (a conditional write), the record is taken only if the key's newest
+// record is still the observed one; otherwise append returns errChanged.
+func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) (accepted bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.broken != nil {
@@ -160,10 +167,82 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 		w.failErr = nil
 	}
 	w.writeForgotten()
+	w.writeStale()
+	if m != nil && m.obs != nil {
+		if w.streaming(key) {
+			w.cond.Wait() // a PutFrom of the key is publishing its record: look again after
+			return false, errChanged
+		}
+		if !w.unchanged(h, key, m.obs) {
+			return false, errChanged
+		}
+	}
 	if err := w.appendLocked(h, hdr, key, value, copyValue); err != nil {
 		return false, err
 	}
 	return true, earlier
+}
+
+// streaming reports whether a PutFrom of key is between its reservation and its publication.
+// The caller holds mu.
+func (w *writer) streaming(key []byte) bool {
+	for _, s := range w.streams {
+		if string(s.key) == string(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// unchanged reports whether the newest record of key (hash h) is still the one o saw: the same
+// record in the write buffer (by its version), or the same index location. The caller holds mu.
+func (w *writer) unchanged(h uint64, key []byte, o *observation) bool {
+	v, ok := w.lookup(h, key, false)
+	if ok || o.buffered {
+		return ok && o.buffered && v.Version == o.rawVersion
+	}
+	loc, in := w.c.idx.Get(h)
+	return in == o.inIndex && (!in || loc == o.loc)
+}
+
+// staleKey is a key whose newest record a read found expired or invalidated.
+type staleKey struct {
+	key []byte
+	obs observation
+}
+
+// maxStale bounds the tombstones waiting for stale records; more are not queued (those records
+// go with their segments).
+const maxStale = 1024
+
+// queueStale queues a tombstone for key, whose newest record a read found stale, where o says.
+func (w *writer) queueStale(key []byte, o observation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.stale) < maxStale && !w.closed {
+		w.stale = append(w.stale, staleKey{key: bytes.Clone(key), obs: o})
+	}
+}
+
+// writeStale appends tombstones for the stale keys whose newest record is still the stale one.
+// The caller holds mu.
+func (w *writer) writeStale() {
+	for len(w.stale) > 0 && !w.closed {
+		sk := w.stale[0]
+		w.stale = w.stale[1:]
+		h := record.KeyHash(sk.key)
+		if !w.unchanged(h, sk.key, &sk.obs) {
+			continue
+		}
+		version, err := w.c.vers.next()
+		if err != nil {
+			return
+		}
+		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(sk.key)), CTime: time.Now().UnixNano(), Version: version}
+		if err := w.appendLocked(h, hdr, sk.key, nil, true); err != nil {
+			return
+		}
+	}
 }
 
 // writeForgotten appends tombstones for the keys of failed batches, except keys written again
@@ -179,7 +258,11 @@ func (w *writer) writeForgotten() {
 		if _, ok := w.lookup(h, key, false); ok {
 			continue
 		}
-		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
+		version, err := w.c.vers.next()
+		if err != nil {
+			return
+		}
+		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano(), Version: version}
 		if err := w.appendLocked(h, hdr, key, nil, true); err != nil {
 			return
 		}
@@ -706,6 +789,7 @@ func (w *writer) ticker() {
 			return
 		case <-t.C:
 			w.mu.Lock()
+			w.writeStale()
 			if w.open != nil && w.open.Len() > 0 && time.Since(w.openSince) >= w.c.opts.FlushInterval {
 				if err := w.cut(); err != nil && w.failErr == nil {
 					w.failErr = err

@@ -17,8 +17,12 @@ const chunkSize = 1 << 20
 type Entry struct {
 	segment.Entry        // Offset is relative to the start of the batch
 	ValueLen      uint32 // length of the value
-	Sum           uint32 // the record header's Sum and CTime, so a lookup need not decode it
-	CTime         int64
+	// The record header's fields a lookup reports, so that it need not decode the header.
+	Sum         uint32
+	CTime       int64
+	Version     uint64
+	Expires     int64
+	ClientFlags uint32
 }
 
 // Batch is one write buffer. See the package documentation for the rules.
@@ -96,9 +100,12 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 			Kind:   hdr.Kind,
 			Flags:  hdr.Flags,
 		},
-		ValueLen: uint32(len(value)),
-		Sum:      hdr.Sum,
-		CTime:    hdr.CTime,
+		ValueLen:    uint32(len(value)),
+		Sum:         hdr.Sum,
+		CTime:       hdr.CTime,
+		Version:     hdr.Version,
+		Expires:     hdr.Expires,
+		ClientFlags: hdr.ClientFlags,
 	})
 	b.pending[h] = int32(len(b.entries) - 1)
 	b.mu.Unlock()
@@ -211,12 +218,15 @@ func (b *Batch) Entries() []Entry { return b.entries }
 
 // Value is what Lookup finds for a key still in a batch.
 type Value struct {
-	Kind   record.Kind
-	Flags  uint8
-	Sum    uint32
-	CTime  int64
-	Value  []byte // a copy, owned by the caller
-	Length int64  // length of the value
+	Kind        record.Kind
+	Flags       uint8
+	Sum         uint32
+	CTime       int64
+	Version     uint64
+	Expires     int64
+	ClientFlags uint32
+	Value       []byte // a copy, owned by the caller
+	Length      int64  // length of the value
 }
 
 // Lookup finds the newest record of key in the batch and copies its value. found is false if
@@ -281,7 +291,8 @@ func (e *Entry) valueOff(off int64) int64 {
 }
 
 func (e *Entry) value() Value {
-	return Value{Kind: e.Kind, Flags: e.Flags, Sum: e.Sum, CTime: e.CTime, Length: int64(e.ValueLen)}
+	return Value{Kind: e.Kind, Flags: e.Flags, Sum: e.Sum, CTime: e.CTime, Version: e.Version,
+		Expires: e.Expires, ClientFlags: e.ClientFlags, Length: int64(e.ValueLen)}
 }
 
 // copyAt copies len(dst) bytes of the stream starting at off. The caller holds b.mu.

@@ -90,7 +90,7 @@ func TestFitsBoundsSize(t *testing.T) {
 		b.Append(uint64(n+1), hdr, []byte("key"), v, true)
 		n++
 	}
-	if b.Size() > 64<<10 || n != 64<<10/1035 {
+	if per := int(record.HeaderSize) + 3 + 1000; b.Size() > 64<<10 || n != 64<<10/per {
 		t.Fatalf("%d records, %d bytes", n, b.Size())
 	}
 }

@@ -14,6 +14,7 @@ var (
 	ErrBadLength      = corruption.New("record: bad length")
 	ErrHeaderChecksum = corruption.New("record: header checksum mismatch")
 	ErrValueChecksum  = corruption.New("record: value checksum mismatch")
+	ErrReserved       = corruption.New("record: reserved bytes not zero")
 
 	// ErrTruncated is the ErrBadLength of a buffer that ends before the
 	// header or key it must hold: errors.Is(ErrTruncated, ErrBadLength).

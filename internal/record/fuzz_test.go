@@ -37,12 +37,13 @@ func FuzzDecode(f *testing.F) {
 		if len(key) != int(h.KeyLen) || h.KeyLen > MaxKeyLen {
 			t.Fatalf("key of %d bytes for KeyLen %d", len(key), h.KeyLen)
 		}
-		dst := make([]byte, HeaderSize)
+		n := h.Size()
+		dst := make([]byte, n)
 		h.Encode(dst, key)
-		if !bytes.Equal(dst, b[:HeaderSize]) {
-			t.Fatalf("re-encoded header\n%x\ndiffers from\n%x", dst, b[:HeaderSize])
+		if !bytes.Equal(dst, b[:n]) {
+			t.Fatalf("re-encoded header\n%x\ndiffers from\n%x", dst, b[:n])
 		}
-		if !bytes.Equal(key, b[HeaderSize:HeaderSize+len(key)]) {
+		if !bytes.Equal(key, b[n:n+int64(len(key))]) {
 			t.Fatal("key is not the bytes after the header")
 		}
 	})
@@ -51,14 +52,22 @@ func FuzzDecode(f *testing.F) {
 // repairRecord recomputes the header checksum of the record at the start of
 // b, if b holds its key.
 func repairRecord(b []byte) {
-	if len(b) < HeaderSize {
+	if len(b) < LegacyHeaderSize {
 		return
 	}
-	end := HeaderSize + int64(binary.LittleEndian.Uint32(b[offKeyLen:]))
+	size := int64(LegacyHeaderSize)
+	if b[offFlags]&flagMeta != 0 {
+		size = HeaderSize
+	}
+	end := size + int64(binary.LittleEndian.Uint32(b[offKeyLen:]))
 	if end > int64(len(b)) {
 		return
 	}
-	binary.LittleEndian.PutUint32(b[offHeaderCRC:], UpdateCRC(CRC(b[:offHeaderCRC]), b[HeaderSize:end]))
+	crc := CRC(b[:offHeaderCRC])
+	if size == HeaderSize {
+		crc = UpdateCRC(crc, b[offVersion:HeaderSize])
+	}
+	binary.LittleEndian.PutUint32(b[offHeaderCRC:], UpdateCRC(crc, b[size:end]))
 }
 
 type seed struct {
@@ -73,12 +82,18 @@ func flip(b []byte, i int, x byte) []byte {
 }
 
 func recordSeeds() []seed {
-	put := encodeRecord(Header{Kind: KindPut, Flags: FlagHasChecksum, Sum: 7, CTime: 1700000000000000000}, []byte("user:42"), []byte("hello, world"))
+	put := encodeRecord(Header{Kind: KindPut, Flags: FlagHasChecksum, Sum: 7, CTime: 1700000000000000000,
+		Version: 99, Expires: 1800000000000000000, ClientFlags: 0xcafe}, []byte("user:42"), []byte("hello, world"))
+	legacy := encodeRecord(Header{Kind: KindPut, CTime: 1700000000000000000, Legacy: true}, []byte("user:42"), []byte("hello, world"))
 	del := encodeRecord(Header{Kind: KindDelete, CTime: 1}, []byte("user:42"), nil)
 	pad := make([]byte, 100)
 	EncodePad(pad)
 	return []seed{
 		{"put", put},
+		{"legacy_put", legacy},
+		{"legacy_put_flipped_flags", flip(legacy, offFlags, flagMeta)},
+		{"put_reserved", flip(put, offReserved, 0x01)},
+		{"put_flipped_expires", flip(put, offExpires+3, 0x10)},
 		{"delete", del},
 		{"pad", pad},
 		{"empty_key", encodeRecord(Header{Kind: KindPut}, nil, []byte("v"))},

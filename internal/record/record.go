@@ -6,9 +6,13 @@ import (
 	"math"
 )
 
-// HeaderSize is the size of a record header; the key follows it, then the
-// value.
-const HeaderSize = 32
+// HeaderSize is the size of the header of the records this build writes
+// (format 2); the key follows it, then the value.
+const HeaderSize = 56
+
+// LegacyHeaderSize is the size of a format-1 record header, written by
+// earlier builds: read, never written (except by tests).
+const LegacyHeaderSize = 32
 
 // Magic starts every record header ("BC" on disk, little-endian).
 const Magic uint16 = 0x4342
@@ -46,84 +50,148 @@ func (k Kind) String() string {
 // the application sees it.
 const FlagHasChecksum = 1
 
-// Header is a decoded record header.
+// flagMeta, on disk, marks a format-2 header: the meta block (version,
+// expiry, client flags) follows the first 32 bytes. Header.Flags never
+// holds it; Header.Legacy says whether it was clear.
+const flagMeta = 2
+
+// Header is a decoded record header. The zero value describes a record of
+// the format this build writes; only Decode sets Legacy.
 type Header struct {
 	Kind     Kind
-	Flags    uint8
+	Flags    uint8 // FlagHasChecksum
 	KeyLen   uint32
 	ValueLen uint32
 	Sum      uint32 // the application's checksum of the value (FlagHasChecksum)
 	CTime    int64  // creation time, Unix nanoseconds
 	ValueCRC uint32 // CRC-32C of the value; 0 for pads
+
+	// The meta block (format 2; zero in a legacy header).
+	Version     uint64 // unique per write of a cache; 0 in legacy records
+	Expires     int64  // Unix nanoseconds from which the record is a miss; 0: never
+	ClientFlags uint32 // stored for the application, never interpreted
+
+	// Legacy marks a format-1 header (LegacyHeaderSize bytes, no meta block).
+	Legacy bool
+}
+
+// Size returns the length of the header itself: HeaderSize, or
+// LegacyHeaderSize for a legacy header.
+func (h Header) Size() int64 {
+	if h.Legacy {
+		return LegacyHeaderSize
+	}
+	return HeaderSize
+}
+
+// SizeAt returns the size of the header that starts b (at least
+// LegacyHeaderSize bytes), as its flags byte announces: unverified, for
+// reading what a damaged header may still tell.
+func SizeAt(b []byte) int64 {
+	if b[offFlags]&flagMeta != 0 {
+		return HeaderSize
+	}
+	return LegacyHeaderSize
 }
 
 // Len returns the length of the whole record: header, key and value.
 func (h Header) Len() int64 {
-	return HeaderSize + int64(h.KeyLen) + int64(h.ValueLen)
+	return h.Size() + int64(h.KeyLen) + int64(h.ValueLen)
 }
 
-// Record header, little-endian. headerCRC is the CRC-32C of bytes 0..28
-// followed by the key.
+// ValueOffset returns the offset of the value from the start of the record.
+func (h Header) ValueOffset() int64 {
+	return h.Size() + int64(h.KeyLen)
+}
+
+// Record header, little-endian. Format 2 (flags bit 1 set) is 56 bytes:
+// the first 32 as in format 1, then the meta block. headerCRC is the
+// CRC-32C of bytes 0..28, then (format 2) bytes 32..56, then the key.
 //
 //	0        2      3       4          8            12         16                24           28           32
 //	+--------+------+-------+----------+------------+----------+-----------------+------------+------------+
 //	| magic  | kind | flags | keyLen   | valueLen   | sum      | ctime (unix ns) | valueCRC   | headerCRC  |
 //	| 0x4342 |      |       | uint32   | uint32     | uint32   | int64           | uint32     | uint32     |
 //	+--------+------+-------+----------+------------+----------+-----------------+------------+------------+
+//	32                  40                  48             52             56
+//	+-------------------+-------------------+--------------+--------------+
+//	| version (uint64)  | expires (unix ns) | client flags | reserved (0) |
+//	+-------------------+-------------------+--------------+--------------+
 //	| key (keyLen bytes) | value (valueLen bytes) |
+//
+// Format 1 (flags bit 1 clear) ends at byte 32: the key follows the
+// headerCRC.
 const (
-	offMagic     = 0
-	offKind      = 2
-	offFlags     = 3
-	offKeyLen    = 4
-	offValueLen  = 8
-	offSum       = 12
-	offCTime     = 16
-	offValueCRC  = 24
-	offHeaderCRC = 28
+	offMagic       = 0
+	offKind        = 2
+	offFlags       = 3
+	offKeyLen      = 4
+	offValueLen    = 8
+	offSum         = 12
+	offCTime       = 16
+	offValueCRC    = 24
+	offHeaderCRC   = 28
+	offVersion     = 32
+	offExpires     = 40
+	offClientFlags = 48
+	offReserved    = 52
 )
 
-// Encode writes the header into dst[:HeaderSize], with a headerCRC covering
+// Encode writes the header into dst[:h.Size()], with a headerCRC covering
 // key; it does not copy key (the caller places it after the header). The
 // caller sets KeyLen to len(key). Encode panics if dst is shorter than
-// HeaderSize.
+// h.Size().
 func (h *Header) Encode(dst []byte, key []byte) {
-	_ = dst[HeaderSize-1]
+	_ = dst[h.Size()-1]
+	flags := h.Flags
+	if !h.Legacy {
+		flags |= flagMeta
+	}
 	binary.LittleEndian.PutUint16(dst[offMagic:], Magic)
 	dst[offKind] = byte(h.Kind)
-	dst[offFlags] = h.Flags
+	dst[offFlags] = flags
 	binary.LittleEndian.PutUint32(dst[offKeyLen:], h.KeyLen)
 	binary.LittleEndian.PutUint32(dst[offValueLen:], h.ValueLen)
 	binary.LittleEndian.PutUint32(dst[offSum:], h.Sum)
 	binary.LittleEndian.PutUint64(dst[offCTime:], uint64(h.CTime))
 	binary.LittleEndian.PutUint32(dst[offValueCRC:], h.ValueCRC)
-	binary.LittleEndian.PutUint32(dst[offHeaderCRC:], UpdateCRC(CRC(dst[:offHeaderCRC]), key))
+	crc := CRC(dst[:offHeaderCRC])
+	if !h.Legacy {
+		binary.LittleEndian.PutUint64(dst[offVersion:], h.Version)
+		binary.LittleEndian.PutUint64(dst[offExpires:], uint64(h.Expires))
+		binary.LittleEndian.PutUint32(dst[offClientFlags:], h.ClientFlags)
+		binary.LittleEndian.PutUint32(dst[offReserved:], 0)
+		crc = UpdateCRC(crc, dst[offVersion:HeaderSize])
+	}
+	binary.LittleEndian.PutUint32(dst[offHeaderCRC:], UpdateCRC(crc, key))
 }
 
 // Decode decodes the record header at the start of b and returns it with
 // the key, a sub-slice of b. b must hold at least the header and the key;
 // bytes after them are ignored. Checks, in order: magic, kind, lengths
 // (KeyLen <= MaxKeyLen, no key for pads, no value for deletes), that b holds
-// the key (ErrTruncated otherwise), headerCRC. The value is not checked: see
-// ValueCRC.
+// the header and the key (ErrTruncated otherwise), headerCRC, reserved
+// bytes. The value is not checked: see ValueCRC. A header of either format
+// is read; Legacy says which.
 //
 // On error the returned header holds the unverified fields (zero when b is
-// shorter than a header or the magic is wrong), for diagnostics only.
+// shorter than a legacy header or the magic is wrong), for diagnostics only.
 func Decode(b []byte) (h Header, key []byte, err error) {
-	if len(b) < HeaderSize {
-		return Header{}, nil, fmt.Errorf("%w: %d bytes, a record header needs %d", ErrTruncated, len(b), HeaderSize)
+	if len(b) < LegacyHeaderSize {
+		return Header{}, nil, fmt.Errorf("%w: %d bytes, a record header needs %d", ErrTruncated, len(b), LegacyHeaderSize)
 	}
 	if m := binary.LittleEndian.Uint16(b[offMagic:]); m != Magic {
 		return Header{}, nil, fmt.Errorf("%w: record magic %#04x, want %#04x", ErrBadMagic, m, Magic)
 	}
 	h = Header{
 		Kind:     Kind(b[offKind]),
-		Flags:    b[offFlags],
+		Flags:    b[offFlags] &^ flagMeta,
 		KeyLen:   binary.LittleEndian.Uint32(b[offKeyLen:]),
 		ValueLen: binary.LittleEndian.Uint32(b[offValueLen:]),
 		Sum:      binary.LittleEndian.Uint32(b[offSum:]),
 		CTime:    int64(binary.LittleEndian.Uint64(b[offCTime:])),
 		ValueCRC: binary.LittleEndian.Uint32(b[offValueCRC:]),
+		Legacy:   b[offFlags]&flagMeta == 0,
 	}
 	switch h.Kind {
 	case KindPut:
@@ -141,14 +209,25 @@ func Decode(b []byte) (h Header, key []byte, err error) {
 	if h.KeyLen > MaxKeyLen {
 		return h, nil, fmt.Errorf("%w: key length %d > %d", ErrBadLength, h.KeyLen, MaxKeyLen)
 	}
-	end := HeaderSize + int(h.KeyLen)
+	size := int(h.Size())
+	end := size + int(h.KeyLen)
 	if len(b) < end {
 		return h, nil, fmt.Errorf("%w: %d bytes, header and key need %d", ErrTruncated, len(b), end)
 	}
-	key = b[HeaderSize:end:end]
+	key = b[size:end:end]
+	crc := CRC(b[:offHeaderCRC])
+	if !h.Legacy {
+		h.Version = binary.LittleEndian.Uint64(b[offVersion:])
+		h.Expires = int64(binary.LittleEndian.Uint64(b[offExpires:]))
+		h.ClientFlags = binary.LittleEndian.Uint32(b[offClientFlags:])
+		crc = UpdateCRC(crc, b[offVersion:HeaderSize])
+	}
 	stored := binary.LittleEndian.Uint32(b[offHeaderCRC:])
-	if computed := UpdateCRC(CRC(b[:offHeaderCRC]), key); computed != stored {
+	if computed := UpdateCRC(crc, key); computed != stored {
 		return h, nil, checksumError(ErrHeaderChecksum, "record header", stored, computed)
+	}
+	if !h.Legacy && binary.LittleEndian.Uint32(b[offReserved:]) != 0 {
+		return h, nil, fmt.Errorf("%w: record header", ErrReserved)
 	}
 	return h, key, nil
 }
@@ -166,8 +245,8 @@ func CheckValue(h Header, value []byte) error {
 
 // PadLen returns the length of the pad record that, placed at offset off, ends on the next
 // multiple of align: 0 if off is already a multiple, else the distance to the next one, or to the
-// one after when the distance is too short to hold a pad record's header (so 32..align+31
-// bytes). align must be a positive power of two of at least HeaderSize.
+// one after when the distance is too short to hold a pad record's header (so
+// HeaderSize..align+HeaderSize-1 bytes). align must be a positive power of two of at least HeaderSize.
 func PadLen(off, align int64) int64 {
 	rem := off & (align - 1)
 	if rem == 0 {

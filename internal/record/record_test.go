@@ -14,10 +14,11 @@ func encodeRecord(h Header, key, value []byte) []byte {
 	if h.Kind != KindPad {
 		h.ValueCRC = CRC(value)
 	}
-	b := make([]byte, HeaderSize+len(key)+len(value))
+	n := int(h.Size())
+	b := make([]byte, n+len(key)+len(value))
 	h.Encode(b, key)
-	copy(b[HeaderSize:], key)
-	copy(b[HeaderSize+len(key):], value)
+	copy(b[n:], key)
+	copy(b[n+len(key):], value)
 	return b
 }
 
@@ -66,6 +67,10 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"put longest key", Header{Kind: KindPut}, bytes.Repeat([]byte{'k'}, MaxKeyLen), []byte("v")},
 		{"put empty key", Header{Kind: KindPut}, nil, []byte("v")},
 		{"delete", Header{Kind: KindDelete, CTime: 42}, []byte("gone"), nil},
+		{"put with meta", Header{Kind: KindPut, CTime: 7, Version: 1 << 40, Expires: 1800000000000000000, ClientFlags: 0xffffffff}, []byte("m"), []byte("value")},
+		{"legacy put", Header{Kind: KindPut, CTime: 1700000000123456789, Legacy: true}, []byte("key"), []byte("value")},
+		{"legacy put with checksum", Header{Kind: KindPut, Flags: FlagHasChecksum, Sum: 1, Legacy: true}, []byte("k"), []byte("v")},
+		{"legacy delete", Header{Kind: KindDelete, CTime: 42, Legacy: true}, []byte("gone"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := encodeRecord(tc.h, tc.key, tc.value)
@@ -86,7 +91,10 @@ func TestRecordRoundTrip(t *testing.T) {
 			if h.Len() != int64(len(b)) {
 				t.Fatalf("Len = %d, want %d", h.Len(), len(b))
 			}
-			if err := CheckValue(h, b[HeaderSize+len(key):]); err != nil {
+			if h.ValueOffset() != h.Size()+int64(len(key)) || (h.Legacy && h.Size() != LegacyHeaderSize) {
+				t.Fatalf("ValueOffset %d, Size %d for a legacy header: %v", h.ValueOffset(), h.Size(), h.Legacy)
+			}
+			if err := CheckValue(h, b[h.ValueOffset():]); err != nil {
 				t.Fatal(err)
 			}
 			if err := CheckValue(h, append([]byte{1}, tc.value...)); !errors.Is(err, ErrValueChecksum) {
@@ -112,13 +120,20 @@ func TestDecodeErrors(t *testing.T) {
 		h.Encode(b, b[HeaderSize:end])
 		return b
 	}
+	// resealMeta recomputes the header CRC over the bytes as they are.
+	resealMeta := func(b []byte) []byte {
+		crc := UpdateCRC(CRC(b[:offHeaderCRC]), b[offVersion:HeaderSize])
+		crc = UpdateCRC(crc, b[HeaderSize:HeaderSize+3])
+		b[offHeaderCRC], b[offHeaderCRC+1], b[offHeaderCRC+2], b[offHeaderCRC+3] = byte(crc), byte(crc>>8), byte(crc>>16), byte(crc>>24)
+		return b
+	}
 	for _, tc := range []struct {
 		name string
 		b    []byte
 		want error
 	}{
 		{"empty", nil, ErrTruncated},
-		{"short header", valid[:HeaderSize-1], ErrTruncated},
+		{"short header", valid[:LegacyHeaderSize-1], ErrTruncated},
 		{"short key", valid[:HeaderSize+2], ErrTruncated},
 		{"bad magic", mutate(func(b []byte) []byte { b[0] ^= 1; return b }), ErrBadMagic},
 		{"zeros", make([]byte, 64), ErrBadMagic},
@@ -131,6 +146,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"flipped ctime", mutate(func(b []byte) []byte { b[offCTime+7] ^= 0x01; return b }), ErrHeaderChecksum},
 		{"flipped key", mutate(func(b []byte) []byte { b[HeaderSize+1] ^= 0x20; return b }), ErrHeaderChecksum},
 		{"flipped header crc", mutate(func(b []byte) []byte { b[offHeaderCRC] ^= 0x01; return b }), ErrHeaderChecksum},
+		{"flipped version", mutate(func(b []byte) []byte { b[offVersion] ^= 0x01; return b }), ErrHeaderChecksum},
+		{"flipped expires", mutate(func(b []byte) []byte { b[offExpires+7] ^= 0x01; return b }), ErrHeaderChecksum},
+		{"flipped client flags", mutate(func(b []byte) []byte { b[offClientFlags] ^= 0x01; return b }), ErrHeaderChecksum},
+		{"meta flag cleared", mutate(func(b []byte) []byte { b[offFlags] &^= flagMeta; return b }), ErrHeaderChecksum},
+		{"reserved set", mutate(func(b []byte) []byte { b[offReserved] = 1; return resealMeta(b) }), ErrReserved},
+		{"short meta block", valid[:LegacyHeaderSize+3], ErrTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, key, err := Decode(tc.b)

@@ -130,7 +130,7 @@ func DecodeEntries(b []byte, crc uint32) ([]Entry, error) {
 		if e.Kind != record.KindPut && e.Kind != record.KindDelete {
 			return nil, fmt.Errorf("%w: footer entry %d has kind %d", record.ErrBadKind, i, uint8(e.Kind))
 		}
-		if e.Length < record.HeaderSize {
+		if e.Length < record.LegacyHeaderSize {
 			return nil, fmt.Errorf("%w: footer entry %d has record length %d", record.ErrBadLength, i, e.Length)
 		}
 		if p[entOffReserved] != 0 || p[entOffReserved+1] != 0 {

@@ -78,21 +78,26 @@ func FuzzScan(f *testing.F) {
 // the footer trailer ending body, if there is one.
 func repairSegment(body []byte) []byte {
 	off := 0
-	for off+record.HeaderSize <= len(body) {
+	for off+record.LegacyHeaderSize <= len(body) {
 		b := body[off:]
+		hs := record.SizeAt(b)
 		kind := record.Kind(b[2])
 		keyLen := int64(binary.LittleEndian.Uint32(b[4:]))
 		valueLen := int64(binary.LittleEndian.Uint32(b[8:]))
-		end := record.HeaderSize + keyLen + valueLen
+		end := hs + keyLen + valueLen
 		if kind < record.KindPut || kind > record.KindPad || keyLen > record.MaxKeyLen || end > int64(len(b)) {
 			break
 		}
 		crc := uint32(0)
 		if kind != record.KindPad {
-			crc = record.CRC(b[record.HeaderSize+keyLen : end])
+			crc = record.CRC(b[hs+keyLen : end])
 		}
 		binary.LittleEndian.PutUint32(b[24:], crc)
-		binary.LittleEndian.PutUint32(b[28:], record.UpdateCRC(record.CRC(b[:28]), b[record.HeaderSize:record.HeaderSize+keyLen]))
+		hcrc := record.CRC(b[:28])
+		if hs > record.LegacyHeaderSize {
+			hcrc = record.UpdateCRC(hcrc, b[record.LegacyHeaderSize:hs])
+		}
+		binary.LittleEndian.PutUint32(b[28:], record.UpdateCRC(hcrc, b[hs:hs+keyLen]))
 		off += int(end)
 	}
 	if len(body) >= TrailerSize && bytes.HasPrefix(body[len(body)-TrailerSize:], []byte("BCFOOTR\x00")) {

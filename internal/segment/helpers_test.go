@@ -102,7 +102,7 @@ func checkDamagedAt(t testing.TB, f vfs.File, e Entry, h record.Header) {
 	if err != nil || dh != h || dh.Len() != int64(e.Length) || record.KeyHash(dkey) != e.Hash {
 		t.Fatalf("damaged record at %d: %v, or the entry does not describe it", e.Offset, err)
 	}
-	if record.CheckValue(dh, b[record.HeaderSize+len(dkey):]) == nil {
+	if record.CheckValue(dh, b[dh.ValueOffset():]) == nil {
 		t.Fatalf("Scan called a record at %d damaged, but its value checks", e.Offset)
 	}
 }
@@ -119,7 +119,7 @@ func checkRecordAt(t testing.TB, f vfs.File, e Entry, h record.Header, key []byt
 	if err != nil {
 		t.Fatalf("Scan handed over a record at %d that does not decode: %v", e.Offset, err)
 	}
-	if err := record.CheckValue(dh, b[record.HeaderSize+len(dkey):]); err != nil {
+	if err := record.CheckValue(dh, b[dh.ValueOffset():]); err != nil {
 		t.Fatalf("Scan handed over a record at %d with a bad value: %v", e.Offset, err)
 	}
 	if dh != h || !bytes.Equal(dkey, key) || dh.Len() != int64(e.Length) || e.Hash != record.KeyHash(key) || e.Kind != h.Kind || e.Flags != h.Flags {

@@ -228,7 +228,7 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 		}
 	}
 	// The extent of the record that the scan can trust its header for.
-	end := off + record.HeaderSize
+	end := off + h.Size()
 	switch {
 	case headerOK:
 		end = off + h.Len()
@@ -236,7 +236,10 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 		end += int64(h.KeyLen) // Decode checked KeyLen <= MaxKeyLen first
 	}
 	end = min(end, s.size)
-	zero, err := s.zeroSector(off, end)
+	zero, err := s.stoppedIn(off, end)
+	if err == nil && !zero {
+		zero, err = s.zeroSector(off, end)
+	}
 	if err != nil {
 		res.Err = err
 		return
@@ -251,11 +254,30 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 // zeroHeader reports whether the record header at off (or what the file holds of it) is all
 // zeros. No record header is: its magic is not zero.
 func (s *scanner) zeroHeader(off int64) (bool, error) {
-	b, err := s.window(off, min(record.HeaderSize, s.size-off))
+	b, err := s.window(off, min(record.LegacyHeaderSize, s.size-off))
 	if err != nil {
 		return false, err
 	}
 	return record.IsZero(b), nil
+}
+
+// stoppedIn reports whether the bytes [off, end) of a record whose header fails its checks look
+// like a write that stopped inside them: zeros from some point on, to the end of that point's
+// sector (a header's own zero fields end before its key, so a whole header and key never
+// do unless the key ends in zeros).
+func (s *scanner) stoppedIn(off, end int64) (bool, error) {
+	b, err := s.window(off, end-off)
+	if err != nil {
+		return false, err
+	}
+	k := len(b)
+	for k > 0 && b[k-1] == 0 {
+		k--
+	}
+	if k == len(b) {
+		return false, nil
+	}
+	return s.zeroSector(off+int64(k), off+int64(k)+1)
 }
 
 // zeroSector reports whether a sector overlapping [from, to) reads as zeros
@@ -432,15 +454,16 @@ func LostKeys(f vfs.File, off, size int64) ([][]byte, error) {
 	s := &scanner{f: f, name: f.Name(), size: size, buf: make([]byte, min(scanBufSize, size-off))}
 	var keys [][]byte
 	// The damaged record: its key length may be intact even if its checksum is not.
-	if b, err := s.window(off, min(size-off, record.HeaderSize)); err == nil && len(b) == record.HeaderSize {
-		if n := int64(binary.LittleEndian.Uint32(b[4:])); n > 0 && n <= record.MaxKeyLen && off+record.HeaderSize+n <= size {
-			if k, err := s.window(off+record.HeaderSize, n); err == nil {
+	if b, err := s.window(off, min(size-off, record.LegacyHeaderSize)); err == nil && len(b) == record.LegacyHeaderSize {
+		hs := record.SizeAt(b)
+		if n := int64(binary.LittleEndian.Uint32(b[4:])); n > 0 && n <= record.MaxKeyLen && off+hs+n <= size {
+			if k, err := s.window(off+hs, n); err == nil {
 				keys = append(keys, append([]byte(nil), k...))
 			}
 		}
 	}
 	magic := binary.LittleEndian.AppendUint16(nil, record.Magic)
-	for pos := off + 1; pos+record.HeaderSize <= size; {
+	for pos := off + 1; pos+record.LegacyHeaderSize <= size; {
 		chunk, err := s.window(pos, min(size-pos, int64(len(s.buf))))
 		if err != nil {
 			return keys, err

@@ -304,9 +304,9 @@ func checkEntries(entries []Entry, dataEnd int64) error {
 			return fmt.Errorf("%w: footer entry %d has kind %v", record.ErrBadKind, i, e.Kind)
 		}
 		start, end := int64(e.Offset), int64(e.Offset)+int64(e.Length)
-		if start < next || e.Length < record.HeaderSize || end > dataEnd {
+		if start < next || e.Length < record.LegacyHeaderSize || end > dataEnd {
 			return fmt.Errorf("%w: footer entry %d covers [%d, %d), want a record of at least %d bytes in [%d, %d)",
-				record.ErrBadLength, i, start, end, record.HeaderSize, next, dataEnd)
+				record.ErrBadLength, i, start, end, record.LegacyHeaderSize, next, dataEnd)
 		}
 		next = end
 	}

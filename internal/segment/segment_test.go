@@ -281,7 +281,7 @@ func TestScanPadsAndLargeValues(t *testing.T) {
 		b := r.encode()
 		want = append(want, Entry{Hash: record.KeyHash(r.key), Offset: uint32(HeaderSize + len(data)), Length: uint32(len(b)), Kind: r.kind})
 		data = append(data, b...)
-		data = append(data, pad(32+i*1000)...)
+		data = append(data, pad(record.HeaderSize+i*1000)...)
 	}
 	dir, a := writeUnsealed(t, data, 16<<20)
 	_ = dir

@@ -73,7 +73,7 @@ func CheckRecord(b []byte, e Entry) error {
 		return fmt.Errorf("%w: record does not match its footer entry", corruption.ErrCorrupt)
 	}
 	if h.Kind == record.KindPut {
-		if err := record.CheckValue(h, b[record.HeaderSize+len(key):]); err != nil {
+		if err := record.CheckValue(h, b[h.ValueOffset():]); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,152 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache/server/item"
+)
+
+// testdata/compat-format1 holds two cache directories (segments, and one file per blob) written
+// by the build before record metadata (commit 5a5c641, record format 1, identity version 1),
+// with testdata/compat-format1/gen_test.go.txt. This build must open them, serve every blob as
+// it was stored (no expiry, flags 0, a stable version), and upgrade them.
+
+// compatWant is what the generator stored, as the library sees it: the server's items carry
+// their old in-value envelope.
+func compatWant(perBlob bool) map[string][]byte {
+	want := map[string][]byte{}
+	for i := range 40 {
+		want[fmt.Sprintf("key-%02d", i)] = bytes.Repeat([]byte{byte('a' + i%26)}, 100+i*37)
+	}
+	want["overwritten"] = []byte("new value")
+	want["empty"] = []byte{}
+	if !perBlob {
+		want["streamed"] = bytes.Repeat([]byte("0123456789abcdef"), 80<<10/16)
+	}
+	for _, m := range []struct {
+		key  string
+		meta item.Meta
+	}{
+		{"server-flags", item.Meta{Flags: 42}},
+		{"server-expired", item.Meta{Flags: 7, Expires: 1577836800}},
+		{"server-future", item.Meta{Flags: 9, Expires: 4102444800}},
+		{"server-plain", item.Meta{}},
+	} {
+		want[m.key] = item.Encode([]byte("payload of "+m.key), m.meta)
+	}
+	return want
+}
+
+func TestOpensFormat1(t *testing.T) {
+	for _, layout := range []string{"segments", "perblob"} {
+		t.Run(layout, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "cache")
+			copyDir(t, filepath.Join("testdata", "compat-format1", layout), dir, "")
+			want := compatWant(layout == "perblob")
+			rewritten := map[string]bool{}
+			check := func(c *Cache, when string) map[string]uint64 {
+				t.Helper()
+				versions := map[string]uint64{}
+				for key, v := range want {
+					got, info, ok := readBlob(t, c, key)
+					if !ok || !bytes.Equal(got, v) {
+						t.Fatalf("%s: %s: %v, %d bytes, want %d", when, key, ok, len(got), len(v))
+					}
+					st, err := c.Stat([]byte(key))
+					if err != nil || st != info || info.Size != int64(len(v)) {
+						t.Fatalf("%s: %s: Stat %+v, %v; Get's info %+v", when, key, st, err, info)
+					}
+					if rewritten[key] {
+						continue
+					}
+					if info.Flags != 0 || !info.Expires.IsZero() || info.Version < 1<<63 {
+						t.Fatalf("%s: %s: a legacy record read as %+v (its version must be above the counter's range)", when, key, info)
+					}
+					versions[key] = info.Version
+					// ReadAt, from the start (one vectored read planned for the new header)
+					// and from inside the value.
+					for _, off := range []int64{0, 5} {
+						p := make([]byte, len(v)+3)
+						n, err := c.ReadAt([]byte(key), p, off)
+						wantN := max(len(v)-int(off), 0)
+						if n != wantN || !bytes.Equal(p[:n], v[min(int(off), len(v)):]) || (err != io.EOF && !(err == nil && wantN == len(p))) {
+							t.Fatalf("%s: %s: ReadAt at %d = %d, %v; want %d bytes", when, key, off, n, err, wantN)
+						}
+					}
+					if r, ok := c.GetRange([]byte(key), 3, 10); ok {
+						got, err := io.ReadAll(r)
+						if err != nil || !bytes.Equal(got, v[min(3, len(v)):min(13, len(v))]) {
+							t.Fatalf("%s: %s: GetRange = %q, %v", when, key, got, err)
+						}
+					} else {
+						t.Fatalf("%s: %s: GetRange missed", when, key)
+					}
+				}
+				if _, ok := c.Get([]byte("deleted")); ok {
+					t.Fatalf("%s: the deleted key is back", when)
+				}
+				return versions
+			}
+			c := open(t, dir, small()...)
+			before := check(c, "opened")
+			// New records beside the old ones, one overwriting an old key.
+			if _, err := c.PutWith([]byte("key-00"), []byte("rewritten"), PutOptions{Flags: 5}); err != nil {
+				t.Fatal(err)
+			}
+			c.Put([]byte("new"), []byte("new blob"))
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			id, err := readIdentityFile(dir)
+			if err != nil || id.Version != identityVersion {
+				t.Fatalf("identity after the upgrade: %+v, %v", id, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, stateFile)); err != nil {
+				t.Fatal(err)
+			}
+			want["key-00"] = []byte("rewritten")
+			want["new"] = []byte("new blob")
+			rewritten["key-00"], rewritten["new"] = true, true
+			c = open(t, dir, small()...)
+			defer c.Close()
+			after := check(c, "reopened")
+			for key, v := range before {
+				if key != "key-00" && after[key] != v {
+					t.Fatalf("%s: version %d became %d", key, v, after[key])
+				}
+			}
+			if res, err := Verify(dir, nil); err != nil || len(res.Corrupt) != 0 {
+				t.Fatalf("Verify: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+func readIdentityFile(dir string) (identity, error) {
+	b, err := os.ReadFile(filepath.Join(dir, identityFile))
+	if err != nil {
+		return identity{}, err
+	}
+	return decodeIdentity(b)
+}
+
+// TestRefusesNewerIdentity: a directory of a format this build does not know is refused, not
+// misread.
+func TestRefusesNewerIdentity(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small()...)
+	c.Close()
+	id, _ := readIdentityFile(dir)
+	id.Version = identityVersion + 1
+	os.WriteFile(filepath.Join(dir, identityFile), id.encode(), 0o644)
+	if c, err := New(dir, small()...); err == nil || !errors.Is(err, ErrCorrupt) {
+		c.Close()
+		t.Fatalf("New of a version-%d directory: %v", id.Version, err)
+	}
+}
