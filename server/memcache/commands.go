@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -15,20 +17,45 @@ import (
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
+// binaryMagic is the first byte of every binary-protocol request; no text command starts with
+// it.
+const binaryMagic = 0x80
+
 // command reads and answers one command. A non-nil error closes the connection (after the
 // answer already buffered is flushed).
 func (c *conn) command() error {
-	line, err := c.readLine()
+	c.quiet = false
+	if b, err := c.r.Peek(1); err == nil && b[0] == binaryMagic {
+		// A binary request need not hold a line end: waiting for one could hang the client.
+		c.clientError("binary protocol is not supported")
+		return errors.New("memcache: binary protocol request")
+	}
+	line, long, err := c.readLine()
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	c.toks = split(line, c.toks[:0])
-	if len(c.toks) == 0 {
-		c.w.WriteString("ERROR\r\n")
-		return nil
+	// A line longer than the read buffer is read token by token (longLine), and only a
+	// retrieval command, whose keys are answered one at a time, may send one.
+	var name string
+	var ll *longLine
+	if long {
+		var rest []byte
+		name, rest = firstToken(line)
+		if !c.authed || !isRetrieval(name) {
+			c.clientError("line too long")
+			return fmt.Errorf("memcache: command line over %d bytes", c.s.cfg.MaxLineBytes)
+		}
+		ll = &longLine{c: c, chunk: rest}
+		c.toks = c.toks[:0]
+	} else {
+		c.toks = split(line, c.toks[:0])
+		if len(c.toks) == 0 {
+			c.w.WriteString("ERROR\r\n")
+			return nil
+		}
+		name = string(c.toks[0])
 	}
-	name := string(c.toks[0])
 	if h := c.s.testHooks.command; h != nil {
 		h(name)
 	}
@@ -40,7 +67,11 @@ func (c *conn) command() error {
 	switch name {
 	case "get", "gets":
 		op = name
-		result, err = c.get(c.toks[1:], name == "gets")
+		if ll != nil {
+			result, err = c.getLong(ll, name == "gets")
+		} else {
+			result, err = c.get(c.toks[1:], name == "gets")
+		}
 	case "set":
 		op = "set"
 		result, err = c.set(c.toks)
@@ -63,15 +94,16 @@ func (c *conn) command() error {
 		op = "version"
 		c.w.WriteString("VERSION " + c.s.cfg.Version + "\r\n")
 	case "verbosity":
-		c.w.WriteString("OK\r\n")
+		result = c.verbosity(c.toks)
 	case "stats":
 		op = "stats"
-		c.writeStats(len(c.toks) > 1)
+		result = c.writeStats(c.toks[1:])
 	case "quit":
 		return errQuit
 	case "add", "replace", "append", "prepend", "cas":
 		// Storage commands with a data block: read past it so the connection stays in step.
 		result = "unsupported"
+		c.noreply(c.toks)
 		var n int64
 		ok := len(c.toks) >= 5
 		if ok {
@@ -85,7 +117,18 @@ func (c *conn) command() error {
 			return err
 		}
 		c.serverError(name + " is not supported by blobcache")
-	case "incr", "decr", "touch", "gat", "gats", "flush_all", "ma", "me", "mt":
+	case "incr", "decr", "touch", "flush_all":
+		result = "unsupported"
+		c.noreply(c.toks)
+		c.serverError(name + " is not supported by blobcache")
+	case "gat", "gats":
+		// No noreply: memcached takes that for a key. A long line is read to its end.
+		result = "unsupported"
+		if ll != nil {
+			err = ll.skip()
+		}
+		c.serverError(name + " is not supported by blobcache")
+	case "ma", "me":
 		result = "unsupported"
 		c.serverError(name + " is not supported by blobcache")
 	default:
@@ -102,6 +145,7 @@ func (c *conn) command() error {
 // authenticate handles the first command of a connection that must authenticate: memcached's
 // ASCII authentication, a set whose data is "<user> <password>".
 func (c *conn) authenticate(name string, toks [][]byte) error {
+	c.s.stats.authCmds.Add(1)
 	if name != "set" || len(toks) < 5 {
 		c.clientError("unauthenticated")
 		return errors.New("memcache: command before authentication")
@@ -118,6 +162,7 @@ func (c *conn) authenticate(name string, toks [][]byte) error {
 	_, pass, _ := cutSpace(data)
 	sum := sha256.Sum256(pass)
 	if subtle.ConstantTimeCompare(sum[:], c.s.token[:]) != 1 {
+		c.s.stats.authErrors.Add(1)
 		c.clientError("authentication failure")
 		return errors.New("memcache: authentication failure")
 	}
@@ -141,8 +186,8 @@ func cas(info store.Info) uint64 {
 	return uint64(info.Sum)<<32 | uint64(uint32(info.BlobSize))
 }
 
-// get answers get and gets: a VALUE block per hit, then END. A bad key ends the answer with
-// CLIENT_ERROR, as in memcached.
+// get answers get and gets: a VALUE block per hit, then END. A bad key is answered with
+// CLIENT_ERROR alone, as in memcached.
 func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
 	if len(keys) == 0 {
 		c.w.WriteString("ERROR\r\n")
@@ -156,36 +201,11 @@ func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
 	}
 	result := "hit"
 	for _, k := range keys {
-		c.s.stats.cmdGet.Add(1)
-		began := false
-		found, err := c.s.st.Get(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
-			began = true
-			c.w.WriteString("VALUE ")
-			c.w.Write(k)
-			c.w.WriteString(" " + strconv.FormatUint(uint64(info.Flags), 10) + " " + strconv.FormatInt(info.Size, 10))
-			if withCAS {
-				c.w.WriteString(" " + strconv.FormatUint(cas(info), 10))
-			}
-			c.w.WriteString("\r\n")
-			return store.Plan{W: c.w, N: -1}, nil
-		})
-		switch {
-		case err != nil && began:
-			// Part of the value is out: only a closed connection tells the client.
-			c.s.log.Error("memcache get failed mid-value", "key", fmt.Sprintf("%q", k), "err", err)
+		found, err := c.getOne(k, withCAS)
+		if err != nil {
 			return "error", err
-		case errors.Is(err, store.ErrBusy):
-			c.s.cfg.Metrics.Busy("memcache") // a miss is always a safe answer from a cache
-			found = false
-		case err != nil:
-			c.s.log.Error("memcache get: cannot read", "key", fmt.Sprintf("%q", k), "err", err)
-			found = false
 		}
-		if found {
-			c.s.stats.getHits.Add(1)
-			c.w.WriteString("\r\n")
-		} else {
-			c.s.stats.getMisses.Add(1)
+		if !found {
 			result = "miss"
 		}
 	}
@@ -193,22 +213,98 @@ func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
 	return result, nil
 }
 
-// set answers "set <key> <flags> <exptime> <bytes> [noreply]".
+// getLong answers a get or gets whose line is longer than the read buffer, key by key as the
+// line is read. A bad key ends the answer with CLIENT_ERROR after the values of the keys before
+// it, which are already sent (memcached holds the whole line, and sends the error alone); the
+// rest of the line is read past.
+func (c *conn) getLong(l *longLine, withCAS bool) (string, error) {
+	result := "hit"
+	n := 0
+	for ; ; n++ {
+		k, err := l.next()
+		if err != nil {
+			return "error", err
+		}
+		if k == nil {
+			break
+		}
+		if checkKey(k) != nil {
+			if err := l.skip(); err != nil {
+				return "error", err
+			}
+			c.clientError("bad command line format")
+			return "error", nil
+		}
+		found, err := c.getOne(k, withCAS)
+		if err != nil {
+			return "error", err
+		}
+		if !found {
+			result = "miss"
+		}
+	}
+	if n == 0 {
+		c.w.WriteString("ERROR\r\n")
+		return "error", nil
+	}
+	c.w.WriteString("END\r\n")
+	return result, nil
+}
+
+// getOne writes the VALUE block of key k if the cache has it. An error means part of the value
+// is out and the connection must close.
+func (c *conn) getOne(k []byte, withCAS bool) (bool, error) {
+	c.s.stats.cmdGet.Add(1)
+	began := false
+	found, err := c.s.st.Get(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
+		began = true
+		c.w.WriteString("VALUE ")
+		c.w.Write(k)
+		c.w.WriteString(" " + strconv.FormatUint(uint64(info.Flags), 10) + " " + strconv.FormatInt(info.Size, 10))
+		if withCAS {
+			c.w.WriteString(" " + strconv.FormatUint(cas(info), 10))
+		}
+		c.w.WriteString("\r\n")
+		return store.Plan{W: c.w, N: -1}, nil
+	})
+	switch {
+	case err != nil && began:
+		// Part of the value is out: only a closed connection tells the client.
+		c.s.log.Error("memcache get failed mid-value", "key", fmt.Sprintf("%q", k), "err", err)
+		return false, err
+	case errors.Is(err, store.ErrBusy):
+		c.s.cfg.Metrics.Busy("memcache") // a miss is always a safe answer from a cache
+		found = false
+	case err != nil:
+		c.s.log.Error("memcache get: cannot read", "key", fmt.Sprintf("%q", k), "err", err)
+		found = false
+	}
+	if !found {
+		c.s.stats.getMisses.Add(1)
+		return false, nil
+	}
+	c.s.stats.getHits.Add(1)
+	c.w.WriteString("\r\n")
+	return true, nil
+}
+
+// set answers "set <key> <flags> <exptime> <bytes> [noreply]". As in memcached, a sixth token
+// other than noreply is ignored.
 func (c *conn) set(toks [][]byte) (string, error) {
 	c.s.stats.cmdSet.Add(1)
-	var n int64
-	ok := len(toks) == 5 || len(toks) == 6
-	if ok {
-		n, ok = parseLength(toks[4])
+	if len(toks) != 5 && len(toks) != 6 {
+		c.clientError("bad command line format")
+		return "error", errors.New("memcache: unreadable set command")
 	}
+	c.noreply(toks)
+	n, ok := parseLength(toks[4])
 	if !ok {
 		c.clientError("bad command line format")
 		return "error", errors.New("memcache: unreadable set command")
 	}
 	flags, okF := parseUint(toks[2], 32)
 	exptime, okE := parseInt(toks[3])
-	noreply := len(toks) == 6
-	if !okF || !okE || (noreply && string(toks[5]) != "noreply") {
+	if !okF || !okE {
 		return "error", c.refuse(n, "CLIENT_ERROR bad command line format")
 	}
 	key := toks[1]
@@ -221,21 +317,19 @@ func (c *conn) set(toks [][]byte) (string, error) {
 		return "error", err
 	}
 	if res != "" {
-		c.w.WriteString(res + "\r\n")
+		c.reply(res)
 		return "error", nil
 	}
-	if !noreply {
-		c.w.WriteString("STORED\r\n")
-	}
+	c.reply("STORED")
 	return "stored", nil
 }
 
-// refuse reads past a data block of n bytes and answers msg.
-func (c *conn) refuse(n int64, msg string) error {
+// refuse reads past a data block of n bytes and answers line.
+func (c *conn) refuse(n int64, line string) error {
 	if err := c.swallow(n); err != nil {
 		return err
 	}
-	c.w.WriteString(msg + "\r\n")
+	c.reply(line)
 	return nil
 }
 
@@ -243,6 +337,7 @@ func (c *conn) refuse(n int64, msg string) error {
 // answer (the block was read), or an error that closes the connection (nothing was stored).
 func (c *conn) store(key []byte, n int64, flags uint32, exptime int64) (string, error) {
 	if n > c.s.st.MaxValueSize() {
+		c.s.stats.tooLarge.Add(1)
 		return "SERVER_ERROR object too large for cache", c.swallow(n)
 	}
 	v, err := c.s.st.Reserve(c.s.ctx, n)
@@ -270,6 +365,9 @@ func (c *conn) store(key []byte, n int64, flags uint32, exptime int64) (string, 
 	}
 	if err != nil {
 		return storeError(err), nil
+	}
+	if live {
+		c.s.stats.totalItems.Add(1)
 	}
 	return "", nil
 }
@@ -299,16 +397,18 @@ func sanitize(s string) string {
 
 // delete answers "delete <key> [0] [noreply]".
 func (c *conn) delete(toks [][]byte) (string, error) {
-	noreply := false
-	switch {
-	case len(toks) == 3 && string(toks[2]) == "noreply":
-		noreply = true
-	case len(toks) == 3 && string(toks[2]) == "0":
-	case len(toks) == 4 && string(toks[2]) == "0" && string(toks[3]) == "noreply":
-		noreply = true
-	case len(toks) != 2:
-		c.clientError("bad command line format. Usage: delete <key> [noreply]")
+	if len(toks) < 2 || len(toks) > 4 {
+		c.w.WriteString("ERROR\r\n")
 		return "error", nil
+	}
+	if len(toks) > 2 {
+		// memcached's rules: a third token is 0 or noreply, a fourth only noreply after 0.
+		noreply := c.noreply(toks)
+		zero := string(toks[2]) == "0"
+		if !(len(toks) == 3 && (zero || noreply) || len(toks) == 4 && zero && noreply) {
+			c.clientError("bad command line format.  Usage: delete <key> [noreply]")
+			return "error", nil
+		}
 	}
 	if err := checkKey(toks[1]); err != nil {
 		c.clientError("bad command line format")
@@ -316,52 +416,134 @@ func (c *conn) delete(toks [][]byte) (string, error) {
 	}
 	existed, err := c.s.st.Remove(toks[1])
 	if err != nil {
-		c.w.WriteString(storeError(err) + "\r\n")
+		c.reply(storeError(err))
 		return "error", nil
 	}
-	if existed {
-		c.s.stats.deleteHits.Add(1)
-	} else {
+	if !existed {
 		c.s.stats.deleteMisses.Add(1)
+		c.reply("NOT_FOUND")
+		return "not_found", nil
 	}
-	if noreply {
-		return "ok", nil
-	}
-	if existed {
-		c.w.WriteString("DELETED\r\n")
-		return "deleted", nil
-	}
-	c.w.WriteString("NOT_FOUND\r\n")
-	return "not_found", nil
+	c.s.stats.deleteHits.Add(1)
+	c.reply("DELETED")
+	return "deleted", nil
 }
 
-// writeStats answers "stats". Groups ("stats slabs", ...) are empty.
-func (c *conn) writeStats(group bool) {
-	if !group {
-		s := c.s
-		cs := s.st.Cache().Stats()
-		now := time.Now()
-		stat := func(name string, v any) { fmt.Fprintf(c.w, "STAT %s %v\r\n", name, v) }
-		stat("pid", os.Getpid())
-		stat("uptime", int64(now.Sub(s.start).Seconds()))
-		stat("time", now.Unix())
-		stat("version", s.cfg.Version)
-		stat("curr_connections", s.stats.conns.Load())
-		stat("total_connections", s.stats.totalConns.Load())
-		stat("cmd_get", s.stats.cmdGet.Load())
-		stat("cmd_set", s.stats.cmdSet.Load())
-		stat("get_hits", s.stats.getHits.Load())
-		stat("get_misses", s.stats.getMisses.Load())
-		stat("delete_hits", s.stats.deleteHits.Load())
-		stat("delete_misses", s.stats.deleteMisses.Load())
-		stat("bytes_read", s.stats.bytesRead.Load())
-		stat("curr_items", cs.Blobs)
-		stat("bytes", cs.DiskBytes)
-		stat("evictions", cs.Evictions)
-		stat("blobcache_segments", cs.Segments)
-		stat("blobcache_bloom_rejections", cs.BloomRejects)
-		stat("blobcache_bloom_false_positives", cs.BloomFalsePositives)
-		stat("blobcache_corrupt_records", cs.CorruptRecord)
+// verbosity answers "verbosity <level> [noreply]". The level is kept for stats settings; it
+// does not change what the server logs.
+func (c *conn) verbosity(toks [][]byte) string {
+	if len(toks) != 2 && len(toks) != 3 {
+		c.w.WriteString("ERROR\r\n")
+		return "error"
+	}
+	c.noreply(toks)
+	level, ok := parseUint(toks[1], 32)
+	if !ok {
+		c.clientError("bad command line format")
+		return "error"
+	}
+	c.s.verbosity.Store(uint32(min(level, maxVerbosity)))
+	c.reply("OK")
+	return "ok"
+}
+
+// maxVerbosity is memcached's highest verbosity level; a higher one is taken as it.
+const maxVerbosity = 2
+
+// writeStats answers "stats" with memcached's general statistics that this server can fill
+// truthfully (docs/SERVER.md lists the others and why they are missing), then blobcache's own;
+// "stats settings" with the settings that apply; and the slab, item, size and connection
+// groups, empty here (there are no slab classes). Any other argument is an ERROR, as in
+// memcached.
+func (c *conn) writeStats(args [][]byte) string {
+	switch {
+	case len(args) == 0:
+		c.generalStats()
+	case string(args[0]) == "settings":
+		c.settingsStats()
+	case string(args[0]) == "items", string(args[0]) == "slabs", string(args[0]) == "sizes", string(args[0]) == "conns":
+	default:
+		c.w.WriteString("ERROR\r\n")
+		return "error"
 	}
 	c.w.WriteString("END\r\n")
+	return "ok"
+}
+
+func (c *conn) stat(name string, v any) { fmt.Fprintf(c.w, "STAT %s %v\r\n", name, v) }
+
+func (c *conn) generalStats() {
+	s := c.s
+	cs := s.st.Cache().Stats()
+	now := time.Now()
+	c.stat("pid", os.Getpid())
+	c.stat("uptime", int64(now.Sub(s.start).Seconds()))
+	c.stat("time", now.Unix())
+	c.stat("version", s.cfg.Version)
+	c.stat("pointer_size", strconv.IntSize)
+	if user, system, ok := rusage(); ok {
+		c.stat("rusage_user", seconds(user))
+		c.stat("rusage_system", seconds(system))
+	}
+	c.stat("curr_connections", s.stats.conns.Load())
+	c.stat("total_connections", s.stats.totalConns.Load())
+	c.stat("cmd_get", s.stats.cmdGet.Load())
+	c.stat("cmd_set", s.stats.cmdSet.Load())
+	c.stat("get_hits", s.stats.getHits.Load())
+	c.stat("get_misses", s.stats.getMisses.Load())
+	c.stat("delete_misses", s.stats.deleteMisses.Load())
+	c.stat("delete_hits", s.stats.deleteHits.Load())
+	c.stat("store_too_large", s.stats.tooLarge.Load())
+	c.stat("auth_cmds", s.stats.authCmds.Load())
+	c.stat("auth_errors", s.stats.authErrors.Load())
+	c.stat("idle_kicks", s.stats.idleKicks.Load())
+	c.stat("bytes_read", s.stats.bytesRead.Load())
+	c.stat("bytes_written", s.stats.bytesWritten.Load())
+	accepting := 1
+	if s.closing.Load() {
+		accepting = 0
+	}
+	c.stat("accepting_conns", accepting)
+	c.stat("threads", runtime.GOMAXPROCS(0))
+	c.stat("curr_items", cs.Blobs)
+	c.stat("total_items", s.stats.totalItems.Load())
+	c.stat("blobcache_segments", cs.Segments)
+	c.stat("blobcache_disk_bytes", cs.DiskBytes)
+	c.stat("blobcache_pending_bytes", cs.PendingBytes)
+	c.stat("blobcache_evicted_segments", cs.Evictions)
+	c.stat("blobcache_evicted_bytes", cs.EvictedBytes)
+	c.stat("blobcache_bloom_rejections", cs.BloomRejects)
+	c.stat("blobcache_bloom_false_positives", cs.BloomFalsePositives)
+	c.stat("blobcache_corrupt_records", cs.CorruptRecord)
+}
+
+// seconds formats a duration as memcached formats CPU times: seconds and microseconds.
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%d.%06d", d/time.Second, d%time.Second/time.Microsecond)
+}
+
+func (c *conn) settingsStats() {
+	s := c.s
+	if a, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
+		c.stat("tcpport", a.Port)
+	}
+	c.stat("udpport", 0)
+	c.stat("verbosity", s.verbosity.Load())
+	c.stat("num_threads", runtime.GOMAXPROCS(0))
+	c.stat("binding_protocol", "ascii")
+	c.stat("auth_enabled_sasl", "no")
+	c.stat("auth_enabled_ascii", yesNo(s.cfg.Token != ""))
+	c.stat("item_size_max", s.st.MaxValueSize())
+	c.stat("flush_enabled", "no")
+	c.stat("idle_timeout", int64(s.cfg.IdleTimeout/time.Second))
+	c.stat("blobcache_max_line_bytes", s.cfg.MaxLineBytes)
+	c.stat("blobcache_read_timeout", int64(s.cfg.ReadTimeout/time.Second))
+	c.stat("blobcache_write_timeout", int64(s.cfg.WriteTimeout/time.Second))
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

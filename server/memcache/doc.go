@@ -5,14 +5,21 @@
 // ms, md, mn. Values are binary-safe; keys are 1 to 250 bytes without spaces or control bytes,
 // or any bytes with the meta commands' b flag (base64). Client flags and expiry times are
 // kept with the value (package item), so a get returns the flags that were set and an expired
-// item is a miss. Commands the cache cannot honour (add, replace, append, prepend, cas, incr,
-// decr, touch, gat, flush_all) are answered with SERVER_ERROR, after their data block is read,
-// so the connection stays usable.
+// item is a miss. Commands the cache cannot honour yet (add, replace, append, prepend, cas,
+// incr, decr, touch, gat, gats, flush_all, ma, me) are answered with SERVER_ERROR, after their
+// data block or their line is read, so the connection stays usable. The binary protocol is
+// answered with a CLIENT_ERROR line and the connection closed.
 //
 // Errors follow memcached: ERROR for an unknown command, CLIENT_ERROR for a malformed one,
-// SERVER_ERROR when the server cannot do it. A request the server cannot resynchronise after
-// (an unreadable data length, a data block not followed by \r\n, a line over the limit) is
-// answered and the connection closed; nothing of it is stored.
+// SERVER_ERROR when the server cannot do it. A command whose last token is noreply is not
+// answered at all, its errors included. A request the server cannot resynchronise after (an
+// unreadable data length, a data block not followed by \r\n, a line over MaxLineBytes that is
+// not a retrieval) is answered and the connection closed; nothing of it is stored. A get,
+// gets, gat or gats line may be of any length: it is read key by key, never held whole.
+//
+// oracle_test.go holds the server to a real memcached: the same scripts go to both, and the
+// replies must match byte for byte but for the differences listed there (and in
+// docs/SERVER.md).
 //
 // Pipelining: a connection's commands are answered in order, and answers are flushed when no
 // more requests are buffered, so pipelined requests share writes.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,10 @@ func FuzzConn(f *testing.F) {
 		"ms AP8K 2 b\r\nhi\r\nmg AP8K b v\r\n",
 		"set k 0 0 -1\r\n", "set k 0 0 3\r\nabcdef\r\n", "stats\r\nversion\r\nquit\r\n",
 		"add k 0 0 1\r\nx\r\ncas k 0 0 1 1\r\ny\r\n",
+		"set k 0 0 1 noreply\r\nx\r\nverbosity 1 noreply\r\nincr k 1 noreply\r\nstats settings\r\n",
+		"\x80\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00k",
+		"gets " + strings.Repeat("guard ", 3000) + "\r\nversion\r\n",
+		"gat 10 " + strings.Repeat("k ", 9000) + "\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -104,15 +104,26 @@ func TestClientModel(t *testing.T) {
 	}
 }
 
-func TestLineTooLong(t *testing.T) {
-	e := newEnv(t, Config{MaxLineBytes: 1024})
-	c := e.dial()
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "get %s\r\n", strings.Repeat("k ", 1000))
-	got, _ := io.ReadAll(c)
-	if string(got) != "CLIENT_ERROR line too long\r\n" {
-		t.Fatalf("got %q", got)
+// TestBinaryProtocol: a binary-protocol request (magic byte 0x80) is answered with a text error
+// and the connection closed at once, whether it comes first or after text commands. Before,
+// the server waited for a line end that a binary request need not contain.
+func TestBinaryProtocol(t *testing.T) {
+	e := newEnv(t, Config{})
+	// A binary get of key "k": 24-byte header (magic, opcode, key length 1, body length 1), key.
+	get := []byte{0x80, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'k'}
+	for _, before := range []string{"", "version\r\n"} {
+		c := e.dial()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write(append([]byte(before), get...))
+		got, err := io.ReadAll(c)
+		c.Close()
+		want := "CLIENT_ERROR binary protocol is not supported\r\n"
+		if before != "" {
+			want = "VERSION test\r\n" + want
+		}
+		if err != nil || string(got) != want {
+			t.Fatalf("after %q: got %q, %v; want %q and the connection closed", before, got, err, want)
+		}
 	}
 }
 

@@ -21,13 +21,19 @@ type metaFlags struct {
 }
 
 // parseMetaFlags reads flag tokens; allowed lists the flags the command takes. Flags that take
-// a token (O, F, T, M) are validated here; M accepts only S (set).
+// a token (O, F, T, M) are validated here; M accepts only S (set). A flag given twice is an
+// error, as in memcached.
 func parseMetaFlags(toks [][]byte, allowed string) (metaFlags, error) {
 	f := metaFlags{toks: toks}
+	var seen [128]bool
 	for _, t := range toks {
 		if len(t) == 0 || !containsByte(allowed, t[0]) {
 			return f, errors.New("invalid flag")
 		}
+		if seen[t[0]] {
+			return f, errors.New("duplicate flag")
+		}
+		seen[t[0]] = true
 		arg := t[1:]
 		switch t[0] {
 		case 'O':
@@ -114,12 +120,19 @@ func (c *conn) writeRet(f *metaFlags, keyTok []byte, info *store.Info) {
 // metaKeyLine parses "<cmd> <key> <flags>*" for a command without a data block, with the
 // flags in allowed. On a bad line it answers the client error itself and returns false.
 func (c *conn) metaKeyLine(toks [][]byte, allowed string) (metaFlags, []byte, bool) {
-	if len(toks) < 2 || len(toks) > maxTokens {
+	if len(toks) < 2 {
+		c.w.WriteString("ERROR\r\n")
+		return metaFlags{}, nil, false
+	}
+	if len(toks) > maxTokens {
 		c.clientError("bad command line format")
 		return metaFlags{}, nil, false
 	}
 	f, err := parseMetaFlags(toks[2:], allowed)
 	if err != nil {
+		if string(toks[0]) == "md" {
+			err = errors.New("invalid or duplicate flag") // md's word for both
+		}
 		c.clientError(err.Error())
 		return metaFlags{}, nil, false
 	}
@@ -182,13 +195,17 @@ func (c *conn) metaGet(toks [][]byte) (string, error) {
 // metaSet answers "ms <key> <datalen> <flags>*" followed by a data block.
 func (c *conn) metaSet(toks [][]byte) (string, error) {
 	c.s.stats.cmdSet.Add(1)
-	var n int64
-	ok := len(toks) >= 3
+	if len(toks) < 2 {
+		c.w.WriteString("ERROR\r\n")
+		return "error", nil
+	}
+	n, ok := int64(0), len(toks) >= 3
 	if ok {
 		n, ok = parseLength(toks[2])
 	}
 	if !ok {
-		c.clientError("bad data chunk")
+		// The data block, if one follows, cannot be found.
+		c.clientError("bad command line format")
 		return "error", errors.New("memcache: unreadable ms data length")
 	}
 	if len(toks) > maxTokens {
@@ -258,7 +275,7 @@ func (c *conn) metaDelete(toks [][]byte) (string, error) {
 	if !existed {
 		code, result = "NF", "not_found"
 	}
-	if !f.q {
+	if !f.q || !existed { // q hides HD only, as in memcached
 		c.w.WriteString(code)
 		c.writeRet(&f, toks[1], nil)
 		c.w.WriteString("\r\n")

@@ -29,9 +29,12 @@ func split(line []byte, toks [][]byte) [][]byte {
 	return toks
 }
 
+// Key errors, in memcached's words where it has them. memcached takes a key with control
+// bytes, which the protocol forbids; blobcache refuses it (errBadKey).
 var (
 	errBadKey    = errors.New("bad key")
-	errKeyLength = errors.New("key too long")
+	errKeyLength = errors.New("bad command line format")
+	errBase64    = errors.New("error decoding key")
 )
 
 // checkKey validates a text-protocol key: 1 to MaxKeyLen bytes, none of them a space or a
@@ -63,7 +66,7 @@ func decodeKey(k []byte, b bool) ([]byte, error) {
 	out := make([]byte, base64.StdEncoding.DecodedLen(len(k)))
 	n, err := base64.StdEncoding.Decode(out, k)
 	if err != nil || n == 0 {
-		return nil, errBadKey
+		return nil, errBase64
 	}
 	if n > MaxKeyLen {
 		return nil, errKeyLength

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed57392e9e/blobcache/server/store"
 )
 
 // TestScripts runs the protocol conversations in testdata/scripts. Each file is one
@@ -17,6 +19,7 @@ import (
 //
 //	# comment
 //	! token T          (first lines only) the server requires token T
+//	! max-value N      (first lines only) the server takes values of at most N bytes
 //	> text             send text and "\r\n" (Go string escapes: \x00, \r, \n, \t, \\, \")
 //	>| text            send text without a line ending
 //	< text             expect text and "\r\n"; a "*" in text matches anything up to the line end
@@ -52,12 +55,20 @@ func runScript(t *testing.T, file string) {
 	}
 	lines := strings.Split(string(b), "\n")
 	var cfg Config
+	var scfg store.Config
 	for _, l := range lines {
 		if tok, ok := strings.CutPrefix(l, "! token "); ok {
 			cfg.Token = tok
 		}
+		if n, ok := strings.CutPrefix(l, "! max-value "); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", file, l, err)
+			}
+			scfg.MaxValueSize = v
+		}
 	}
-	env := newEnv(t, cfg)
+	env := newEnvStore(t, cfg, scfg)
 	var c net.Conn
 	var br *bufio.Reader
 	connect := func() {
@@ -73,7 +84,7 @@ func runScript(t *testing.T, file string) {
 		n := i + 1
 		l = strings.TrimRight(l, "\r")
 		switch {
-		case l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "! token "):
+		case l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "! token ") || strings.HasPrefix(l, "! max-value "):
 		case strings.HasPrefix(l, ">| "):
 			send(t, c, unquote(t, n, l[3:]))
 		case strings.HasPrefix(l, "> ") || l == ">":

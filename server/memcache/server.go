@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,8 +22,9 @@ var ErrServerClosed = errors.New("memcache: server closed")
 // Config configures a Server. Zero fields take the defaults stated.
 type Config struct {
 	// MaxLineBytes bounds a command line, and is the size of each connection's read buffer
-	// (default 16 KiB: a get of 60 keys of 250 bytes). A longer line is answered with
-	// CLIENT_ERROR and the connection closed.
+	// (default 16 KiB: a get of 60 keys of 250 bytes). A longer get, gets, gat or gats line is
+	// read key by key, so a multi-get of any length works while the line is never held whole;
+	// any other longer line is answered with CLIENT_ERROR and the connection closed.
 	MaxLineBytes int
 	// IdleTimeout closes a connection that sends no command for this long (default 5 min).
 	IdleTimeout time.Duration
@@ -74,10 +74,16 @@ type Server struct {
 		connClosed func()
 	}
 
+	// verbosity is the level the last verbosity command set; it is only reported.
+	verbosity atomic.Uint32
+
+	// stats are the counters of the stats command (memcached's names).
 	stats struct {
-		conns, totalConns                         atomic.Int64
-		cmdGet, cmdSet, getHits, getMisses        atomic.Uint64
-		deleteHits, deleteMisses, bytesRead, sent atomic.Uint64
+		conns, totalConns                              atomic.Int64
+		cmdGet, cmdSet, getHits, getMisses             atomic.Uint64
+		deleteHits, deleteMisses, totalItems, tooLarge atomic.Uint64
+		authCmds, authErrors, idleKicks                atomic.Uint64
+		bytesRead, bytesWritten                        atomic.Uint64
 	}
 }
 
@@ -201,6 +207,8 @@ type conn struct {
 
 	authed bool
 	toks   [][]byte // reused token slice
+	quiet  bool     // the command asked for noreply: nothing of its answer is written
+	carry  []byte   // a token cut by a read-buffer boundary (longLine), reused
 
 	mu struct {
 		sync.Mutex
@@ -212,8 +220,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	return &conn{
 		s:      s,
 		nc:     nc,
-		r:      bufio.NewReaderSize(nc, s.cfg.MaxLineBytes),
-		w:      bufio.NewWriterSize(nc, 16<<10),
+		r:      bufio.NewReaderSize(countedReader{nc, &s.stats.bytesRead}, s.cfg.MaxLineBytes),
+		w:      bufio.NewWriterSize(countedWriter{nc, &s.stats.bytesWritten}, 16<<10),
 		authed: s.cfg.Token == "",
 		toks:   make([][]byte, 0, maxTokens),
 	}
@@ -297,37 +305,81 @@ func (c *conn) waitCommand() bool {
 	c.mu.Lock()
 	c.mu.idle = false
 	c.mu.Unlock()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && !c.s.closing.Load() {
+		c.s.stats.idleKicks.Add(1)
+	}
 	return err == nil
 }
 
 // readLine returns the next command line without its line ending ("\r\n", or "\n" alone as
-// memcached allows). The slice is valid until the next read.
-func (c *conn) readLine() ([]byte, error) {
-	line, err := c.r.ReadSlice('\n')
+// memcached allows). The slice is valid until the next read. A line longer than the read
+// buffer is returned with long set: line is then the buffer's worth read so far, and the rest
+// is still to be read (longLine).
+func (c *conn) readLine() (line []byte, long bool, err error) {
+	line, err = c.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		c.clientError("line too long")
-		return nil, fmt.Errorf("memcache: command line over %d bytes", c.s.cfg.MaxLineBytes)
+		return line, true, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	return trimEOL(line), false, nil
+}
+
+// trimEOL cuts the "\n" off the end of a line, and the "\r" before it if there is one.
+func trimEOL(line []byte) []byte {
 	line = line[:len(line)-1]
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	return line, nil
+	return line
 }
 
-func (c *conn) clientError(msg string) {
-	c.w.WriteString("CLIENT_ERROR ")
-	c.w.WriteString(msg)
+// reply writes one answer line, unless the command asked for noreply.
+func (c *conn) reply(line string) {
+	if c.quiet {
+		return
+	}
+	c.w.WriteString(line)
 	c.w.WriteString("\r\n")
 }
 
-func (c *conn) serverError(msg string) {
-	c.w.WriteString("SERVER_ERROR ")
-	c.w.WriteString(msg)
-	c.w.WriteString("\r\n")
+func (c *conn) clientError(msg string) { c.reply("CLIENT_ERROR " + msg) }
+
+func (c *conn) serverError(msg string) { c.reply("SERVER_ERROR " + msg) }
+
+// noreply reports whether a command's last token is "noreply", and if so silences the
+// command's answer, errors included: a client that sends noreply reads no answer, so any line
+// would be taken for the answer to its next command. As in memcached, a line too malformed to
+// be understood may still be answered (ERROR for a wrong number of tokens).
+func (c *conn) noreply(toks [][]byte) bool {
+	c.quiet = len(toks) > 1 && string(toks[len(toks)-1]) == "noreply"
+	return c.quiet
+}
+
+// countedReader and countedWriter count a connection's bytes for stats (bytes_read,
+// bytes_written).
+type countedReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (c countedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(uint64(n))
+	return n, err
+}
+
+type countedWriter struct {
+	w io.Writer
+	n *atomic.Uint64
+}
+
+func (c countedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(uint64(n))
+	return n, err
 }
 
 // dataBlock returns a reader of the next data block of n bytes. The Read that returns the
@@ -350,7 +402,6 @@ func (b *blockReader) Read(p []byte) (int, error) {
 	}
 	k, err := b.c.r.Read(p[:min(int64(len(p)), b.left)])
 	b.left -= int64(k)
-	b.c.s.stats.bytesRead.Add(uint64(k))
 	if err == io.EOF && b.left > 0 {
 		err = io.ErrUnexpectedEOF
 	}
