@@ -136,7 +136,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 // openVersions reads the state file and leases the first record versions; then a directory
 // written before record versions existed is marked as upgraded.
 func (c *Cache) openVersions() error {
-	damaged, err := c.vers.open(c.opts.fs, c.dir, c.opts.versionLease)
+	damaged, err := c.vers.open(c.opts.fs, c.dir, c.opts.versionLease, c.opts.Clock)
 	if err != nil {
 		return err
 	}
@@ -384,7 +384,7 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 		KeyLen:   uint32(len(key)),
 		ValueLen: uint32(len(value)),
 		Sum:      sum,
-		CTime:    time.Now().UnixNano(),
+		CTime:    c.opts.Clock().UnixNano(),
 		ValueCRC: vcrc,
 	}
 	if err := c.stamp(&hdr, m); err != nil {
@@ -431,7 +431,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	if v, ok := l.buffered(false); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
 		return nil
 	}
-	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano()}
+	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: c.opts.Clock().UnixNano()}
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestOpensFormat1(t *testing.T) {
 					if rewritten[key] {
 						continue
 					}
-					if info.Flags != 0 || !info.Expires.IsZero() || info.Version < 1<<63 {
+					if info.Flags != 0 || !info.Expires.IsZero() || info.Version < 1<<63 || !info.Legacy {
 						t.Fatalf("%s: %s: a legacy record read as %+v (its version must be above the counter's range)", when, key, info)
 					}
 					versions[key] = info.Version

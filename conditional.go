@@ -225,8 +225,11 @@ func (c *Cache) InvalidateAll(at time.Time) error {
 		return ErrClosed
 	}
 	c.stats.invalidations.Add(1)
-	return c.vers.invalidate(at, time.Now())
+	return c.vers.invalidate(at, c.opts.Clock())
 }
+
+// Now is the time by the cache's clock (Options.Clock), by which expiry is measured.
+func (c *Cache) Now() time.Time { return c.opts.Clock() }
 
 // conditionally runs write, which appends the record of a write with meta m, under m's
 // precondition: when there is one, it observes the key, tests it, and runs write with the

@@ -110,6 +110,10 @@ type Options struct {
 	// the filter from the index (deletes and evictions leave bits set). Default 0.03.
 	BloomMaxFPR float64
 
+	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
+	// records are measured by (default time.Now). A server whose tests fix the time sets it.
+	Clock func() time.Time
+
 	// fs is the file-system seam; tests replace it with a faulty one.
 	fs vfs.FS
 	// versionLease is how many record versions one write of the state file leases
@@ -154,6 +158,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BloomMaxFPR == 0 {
 		o.BloomMaxFPR = DefaultBloomMaxFPR
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	if o.versionLease == 0 {
 		o.versionLease = defaultVersionLease
@@ -254,6 +261,9 @@ func WithFlushInterval(d time.Duration) Option { return func(o *Options) { o.Flu
 func WithExpectedBlobs(n int64) Option { return func(o *Options) { o.ExpectedBlobs = n } }
 
 // withFS replaces the file system (tests inject faults through it).
+// WithClock sets Options.Clock.
+func WithClock(now func() time.Time) Option { return func(o *Options) { o.Clock = now } }
+
 func withFS(fs vfs.FS) Option { return func(o *Options) { o.fs = fs } }
 
 // withPutChunk sets PutFrom's chunk size and streaming threshold (tests stream small values

@@ -330,11 +330,16 @@ type BlobInfo struct {
 	Version uint64
 	Expires time.Time // when it becomes a miss; zero: never (see PutOptions)
 	Flags   uint32    // the caller's flags, as given to PutWith
+	// Legacy says the blob was written before records carried metadata (a directory of
+	// format version 1): no expiry, flags 0, and a version derived from its creation time.
+	Legacy bool
 }
 
 // infoOf is the BlobInfo of a record with header h.
 func infoOf(h record.Header) BlobInfo {
-	return blobInfo(int64(h.ValueLen), h.Flags, h.Sum, h.CTime, h.Version, h.Expires, h.ClientFlags)
+	info := blobInfo(int64(h.ValueLen), h.Flags, h.Sum, h.CTime, h.Version, h.Expires, h.ClientFlags)
+	info.Legacy = h.Legacy
+	return info
 }
 
 // pendingInfo is the BlobInfo of a record still in the write buffer.

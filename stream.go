@@ -8,7 +8,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -203,7 +202,7 @@ func readValue(r io.Reader, b []byte) error {
 // record that changed the key is placed after this one, so a scan after a crash does not bring
 // it back either).
 func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32, m *writeMeta) error {
-	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: time.Now().UnixNano()}
+	hdr := record.Header{Kind: record.KindPut, KeyLen: uint32(len(key)), ValueLen: uint32(size), CTime: c.opts.Clock().UnixNano()}
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}

@@ -50,6 +50,7 @@ type versions struct {
 	fs    vfs.FS
 	path  string
 	lease uint64 // versions leased per write of the state file
+	clock func() time.Time
 }
 
 type state struct {
@@ -91,8 +92,8 @@ func decodeState(b []byte) (state, error) {
 // directory (or one written before versions existed). A damaged one loses the invalidation
 // point, so everything stored before now is invalidated (a cache may forget, never serve what a
 // flush removed); damaged is then reported, and the cache opens.
-func (v *versions) open(fsys vfs.FS, dir string, lease uint64) (damaged error, err error) {
-	v.fs, v.path, v.lease = fsys, filepath.Join(dir, stateFile), lease
+func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time.Time) (damaged error, err error) {
+	v.fs, v.path, v.lease, v.clock = fsys, filepath.Join(dir, stateFile), lease, clock
 	now := uint64(time.Now().UnixNano())
 	var st state
 	b, err := readFile(fsys, v.path)
@@ -105,7 +106,7 @@ func (v *versions) open(fsys vfs.FS, dir string, lease uint64) (damaged error, e
 	}
 	start := max(st.leaseEnd, now)
 	if damaged != nil {
-		st = state{invalidBefore: start, invalidAt: int64(now)}
+		st = state{invalidBefore: start, invalidAt: clock().UnixNano()}
 	}
 	v.last.Store(start - 1)
 	v.invalidBefore.Store(st.invalidBefore)
@@ -188,7 +189,7 @@ func (v *versions) fateOf(version uint64, ctime, expires int64, now *int64) fate
 		return fresh
 	}
 	if *now == 0 {
-		*now = time.Now().UnixNano()
+		*now = v.clock().UnixNano()
 	}
 	if at != 0 && *now >= at && ctime < at {
 		return invalidated

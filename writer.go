@@ -238,7 +238,7 @@ func (w *writer) writeStale() {
 		if err != nil {
 			return
 		}
-		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(sk.key)), CTime: time.Now().UnixNano(), Version: version}
+		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(sk.key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
 		if err := w.appendLocked(h, hdr, sk.key, nil, true); err != nil {
 			return
 		}
@@ -262,7 +262,7 @@ func (w *writer) writeForgotten() {
 		if err != nil {
 			return
 		}
-		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: time.Now().UnixNano(), Version: version}
+		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
 		if err := w.appendLocked(h, hdr, key, nil, true); err != nil {
 			return
 		}

@@ -213,7 +213,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 	}
 	defer v.Release()
 	// The body streams into the cache; a body that ends early or fails stores nothing.
-	if err := h.st.Put(key, v, r.Body, m); err != nil {
+	if _, err := h.st.Put(key, v, r.Body, m, blobcache.Precondition{}); err != nil {
 		var re *store.ReadError
 		var ne net.Error
 		switch {
@@ -253,13 +253,10 @@ func (h *Handler) error(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-// ETag is the entity tag of a stored blob: its CRC-32C and length. Empty without a checksum.
-func ETag(info store.Info) string {
-	if !info.HasSum {
-		return ""
-	}
-	return fmt.Sprintf(`"%08x-%x"`, info.Sum, info.BlobSize)
-}
+// ETag is the strong entity tag of a stored blob: its version, unique per write of the cache
+// and kept across restarts (blobcache.BlobInfo.Version), so a rewrite with the same bytes gets
+// a new tag and two writes never share one.
+func ETag(info store.Info) string { return fmt.Sprintf(`"%x"`, info.Version) }
 
 func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 	lw := &lazyWriter{w: w}

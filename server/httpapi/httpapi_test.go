@@ -601,3 +601,24 @@ func TestPutBodyCut(t *testing.T) {
 		e.c.Drain()
 	}
 }
+
+// TestETagPerWrite: the ETag is the write's version, so storing the same body again gives a new
+// one, and If-None-Match with the old tag no longer answers 304.
+func TestETagPerWrite(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	body := []byte("same bytes")
+	e.expect("PUT", "k", body, http.StatusNoContent)
+	first, _ := e.do("GET", "k", nil)
+	e.expect("PUT", "k", body, http.StatusNoContent)
+	second, _ := e.do("GET", "k", nil)
+	t1, t2 := first.Header.Get("ETag"), second.Header.Get("ETag")
+	if t1 == "" || t1 == t2 {
+		t.Fatalf("ETags %q then %q for two writes of the same body", t1, t2)
+	}
+	if resp, _ := e.do("GET", "k", nil, "If-None-Match", t1); resp.StatusCode != 200 {
+		t.Fatalf("If-None-Match with the first write's tag: %d, want 200", resp.StatusCode)
+	}
+	if resp, _ := e.do("GET", "k", nil, "If-None-Match", t2); resp.StatusCode != 304 {
+		t.Fatalf("If-None-Match with the current tag: %d, want 304", resp.StatusCode)
+	}
+}

@@ -180,11 +180,9 @@ func cutSpace(b []byte) (before, after []byte, found bool) {
 	return b, nil, false
 }
 
-// cas is the "unique" a gets or mg reports: not a counter the server keeps (there is no cas
-// command to check it against), but a value that changes when the stored blob does.
-func cas(info store.Info) uint64 {
-	return uint64(info.Sum)<<32 | uint64(uint32(info.BlobSize))
-}
+// cas is the "unique" a gets or mg reports: the item's version, unique per write of the cache
+// and kept across restarts (blobcache.BlobInfo.Version).
+func cas(info store.Info) uint64 { return info.Version }
 
 // get answers get and gets: a VALUE block per hit, then END. A bad key is answered with
 // CLIENT_ERROR alone, as in memcached.
@@ -357,7 +355,7 @@ func (c *conn) store(key []byte, n int64, flags uint32, exptime int64) (string, 
 	} else {
 		// The data block streams into the cache; one cut short or not ending in "\r\n" stores
 		// nothing and closes the connection.
-		err = c.s.st.Put(key, v, c.dataBlock(n), item.Meta{Flags: flags, Expires: expires})
+		_, err = c.s.st.Put(key, v, c.dataBlock(n), item.Meta{Flags: flags, Expires: expires}, blobcache.Precondition{})
 		var re *store.ReadError
 		if errors.As(err, &re) {
 			return "", re.Err

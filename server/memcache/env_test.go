@@ -28,12 +28,12 @@ func newEnv(t *testing.T, cfg Config) *env {
 
 func newEnvStore(t *testing.T, cfg Config, scfg store.Config) *env {
 	t.Helper()
-	c, err := blobcache.New(t.TempDir(), testOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if scfg.Now == nil {
 		scfg.Now = func() time.Time { return testNow }
+	}
+	c, err := blobcache.New(t.TempDir(), append(testOptions(), blobcache.WithClock(scfg.Now))...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	st, err := store.New(c, scfg)
 	if err != nil {

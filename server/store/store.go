@@ -34,7 +34,8 @@ type Config struct {
 	AdmitTimeout time.Duration
 	// Metrics receives Get and Put latencies and the in-flight bytes; nil records nothing.
 	Metrics *metrics.Metrics
-	// Now is the clock for expiry; nil means time.Now.
+	// Now is the clock for expiry; nil means the cache's (blobcache.Options.Clock). Expiry is
+	// the cache's to enforce, by its clock: a test that fixes this one fixes the cache's too.
 	Now func() time.Time
 }
 
@@ -71,7 +72,7 @@ func New(c *blobcache.Cache, cfg Config) (*Store, error) {
 		cfg.AdmitTimeout = time.Second
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = c.Now
 	}
 	return &Store{
 		c:        c,
@@ -172,43 +173,38 @@ type ReadError struct{ Err error }
 func (e *ReadError) Error() string { return "store: read payload: " + e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// Put stores the payload of the size v reserved, read from r, under key with meta m. The
-// payload streams into the cache (blobcache.PutFrom): a large one is never whole in memory. An
-// error of r abandons the write, nothing of it is stored, and comes back as a *ReadError.
-func (s *Store) Put(key []byte, v *Value, r io.Reader, m item.Meta) error {
+// Put stores the payload of the size v reserved, read from r, under key with meta m, if cond
+// holds (blobcache.PutOptions.If; the zero Precondition always does), and returns the version
+// stored. The payload streams into the cache (blobcache.PutFromWith): a large one is never whole
+// in memory. An error of r abandons the write, nothing of it is stored, and comes back as a
+// *ReadError. A failed precondition returns blobcache.ErrExists or blobcache.ErrNotFound (or
+// blobcache.ErrConflict, for a payload that streamed while another write of the key landed).
+func (s *Store) Put(key []byte, v *Value, r io.Reader, m item.Meta, cond blobcache.Precondition) (uint64, error) {
 	t := time.Now()
 	defer func() { s.m.ObservePut(time.Since(t)) }()
 	cr := &clientReader{r: r}
-	// Whether the payload needs the item header depends on its first bytes (item.NeedsHeader).
-	var prefix [len(item.Magic)]byte
-	p := prefix[:min(int64(len(prefix)), v.n)]
-	if _, err := io.ReadFull(cr, p); err != nil {
-		return &ReadError{err}
-	}
-	if cr.err != nil {
-		return &ReadError{cr.err} // with the last bytes: io.ReadFull does not say
-	}
 	if v.n == 0 {
 		// Nothing for PutFrom to read: read the end here, so that a reader that checks what
 		// follows the payload (a memcached data block's "\r\n") has its say.
-		if _, err := cr.Read(prefix[:0]); err != nil && err != io.EOF {
-			return &ReadError{err}
+		var none [0]byte
+		if _, err := cr.Read(none[:]); err != nil && err != io.EOF {
+			return 0, &ReadError{err}
 		}
 	}
-	var hdr [item.HeaderSize]byte
-	size := v.n
-	parts := make([]io.Reader, 0, 3)
-	if item.NeedsHeader(m, p) {
-		item.PutHeader(hdr[:], m)
-		parts = append(parts, bytes.NewReader(hdr[:]))
-		size += item.HeaderSize
-	}
-	parts = append(parts, bytes.NewReader(p), cr)
-	err := s.c.PutFrom(key, io.MultiReader(parts...), size)
+	version, err := s.c.PutFromWith(key, cr, v.n, putOptions(m, cond))
 	if cr.err != nil {
-		return &ReadError{cr.err}
+		return 0, &ReadError{cr.err}
 	}
-	return err
+	return version, err
+}
+
+// putOptions are the library's options for meta m and precondition cond.
+func putOptions(m item.Meta, cond blobcache.Precondition) blobcache.PutOptions {
+	o := blobcache.PutOptions{Flags: m.Flags, If: cond}
+	if m.Expires != 0 {
+		o.Expires = time.Unix(m.Expires, 0)
+	}
+	return o
 }
 
 // clientReader remembers the first error of r other than io.EOF.
@@ -228,6 +224,85 @@ func (c *clientReader) Read(p []byte) (int, error) {
 // Delete removes key (whether or not it was there).
 func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
 
+// DeleteIf removes key if cond holds (blobcache.DeleteIf).
+func (s *Store) DeleteIf(key []byte, cond blobcache.Precondition) error { return s.c.DeleteIf(key, cond) }
+
+// FlushAll makes every item stored before at a miss from at on (blobcache.InvalidateAll).
+func (s *Store) FlushAll(at time.Time) error { return s.c.InvalidateAll(at) }
+
+// Touch sets key's expiry (Unix seconds; 0: never) and reports whether it held an item. The
+// item keeps its payload, flags and version; an item written before records carried metadata
+// is written again in the current form, with a new version.
+func (s *Store) Touch(ctx context.Context, key []byte, expires int64) (found bool, err error) {
+	info, err := s.c.Stat(key)
+	if errors.Is(err, blobcache.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !info.Legacy {
+		var at time.Time
+		if expires != 0 {
+			at = time.Unix(expires, 0)
+		}
+		err := s.c.Touch(key, at)
+		if errors.Is(err, blobcache.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	_, err = s.Update(ctx, key, func(payload []byte, info Info) ([]byte, item.Meta, error) {
+		m := info.Meta
+		m.Expires = expires
+		return payload, m, nil
+	})
+	if errors.Is(err, blobcache.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Update replaces key's payload and meta with what fn makes of the current ones, atomically:
+// the write happens only if the item is still the one fn saw (its version), else fn runs again
+// on the newer item. It returns the Info of the item written, or blobcache.ErrNotFound for a
+// missing key, or fn's error. The payload is read whole into memory (it is at most
+// MaxValueSize, counted against the memory budget).
+func (s *Store) Update(ctx context.Context, key []byte, fn func(payload []byte, info Info) ([]byte, item.Meta, error)) (Info, error) {
+	for {
+		var buf bytes.Buffer
+		var cur Info
+		found, err := s.Get(ctx, key, func(info Info) (Plan, error) {
+			cur = info
+			buf.Reset()
+			return Plan{W: &buf, N: -1}, nil
+		})
+		if err != nil {
+			return Info{}, err
+		}
+		if !found {
+			return Info{}, blobcache.ErrNotFound
+		}
+		payload, m, err := fn(buf.Bytes(), cur)
+		if err != nil {
+			return Info{}, err
+		}
+		v, err := s.Reserve(ctx, int64(len(payload)))
+		if err != nil {
+			return Info{}, err
+		}
+		version, err := s.Put(key, v, bytes.NewReader(payload), m, blobcache.IfVersion(cur.Version))
+		v.Release()
+		switch {
+		case err == nil:
+			return Info{Meta: m, Size: int64(len(payload)), BlobSize: int64(len(payload)), Version: version}, nil
+		case errors.Is(err, blobcache.ErrExists), errors.Is(err, blobcache.ErrConflict):
+			continue // written meanwhile: again, on the newer item
+		}
+		return Info{}, err
+	}
+}
+
 // Remove removes key and reports whether it held an unexpired item. Knowing costs a read of the
 // blob (see the report on a Stat call for the library).
 func (s *Store) Remove(key []byte) (bool, error) {
@@ -246,9 +321,13 @@ func (s *Store) Remove(key []byte) (bool, error) {
 type Info struct {
 	item.Meta
 	Size     int64  // payload bytes
-	BlobSize int64  // bytes stored (payload and item header)
+	BlobSize int64  // bytes stored (payload, and the item header of a legacy item)
 	Sum      uint32 // checksum of the stored blob, when HasSum
 	HasSum   bool
+	// Version identifies this write of the item (blobcache.BlobInfo.Version): the cas value
+	// and the ETag.
+	Version uint64
+	Created time.Time // when it was stored
 }
 
 // Plan is what a Get does once it knows the item: write the payload bytes [Off, Off+N) to W.
@@ -306,7 +385,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		return false, false, err
 	}
 	defer s.release(held)
-	d := decoder{s: s, begin: begin, blobSize: br.Size()}
+	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: br.Info()}
 	d.sum, d.hasSum = br.Checksum()
 	err = copyOut(&d, br)
 	br.Close()
@@ -417,6 +496,7 @@ type decoder struct {
 	s        *Store
 	begin    func(Info) (Plan, error)
 	blobSize int64
+	info     blobcache.BlobInfo
 	sum      uint32
 	hasSum   bool
 
@@ -441,6 +521,9 @@ func (d *decoder) Write(p []byte) (int, error) {
 	n := len(p)
 	if !d.began {
 		want := int(min(item.HeaderSize, d.blobSize))
+		if !d.info.Legacy {
+			want = 0 // the meta is in the record; only a legacy blob has an item header
+		}
 		k := copy(d.head[d.nhead:want], p)
 		d.nhead += k
 		p = p[k:]
@@ -465,13 +548,23 @@ func (d *decoder) Write(p []byte) (int, error) {
 // start decodes the head and asks for the plan.
 func (d *decoder) start() error {
 	d.began = true
-	m, hl := item.Decode(d.head[:d.nhead], d.blobSize)
+	var m item.Meta
+	if d.info.Legacy {
+		var hl int
+		m, hl = item.Decode(d.head[:d.nhead], d.blobSize)
+		d.hdr = int64(hl)
+	} else {
+		m.Flags = d.info.Flags
+		if !d.info.Expires.IsZero() {
+			m.Expires = d.info.Expires.Unix()
+		}
+	}
 	if m.Expired(d.s.now()) {
 		return errExpired
 	}
-	d.hdr = int64(hl)
 	size := d.blobSize - d.hdr
-	plan, err := d.begin(Info{Meta: m, Size: size, BlobSize: d.blobSize, Sum: d.sum, HasSum: d.hasSum})
+	plan, err := d.begin(Info{Meta: m, Size: size, BlobSize: d.blobSize, Sum: d.sum, HasSum: d.hasSum,
+		Version: d.info.Version, Created: d.info.Created})
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,12 @@ import (
 
 func newTestStore(t *testing.T, cfg Config) *Store {
 	t.Helper()
-	c, err := blobcache.New(t.TempDir(), blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
+	opts := []blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true)}
+	if cfg.Now != nil {
+		opts = append(opts, blobcache.WithClock(cfg.Now)) // the store's clock is the cache's
+	}
+	c, err := blobcache.New(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +40,7 @@ func put(t *testing.T, s *Store, key string, payload []byte, m item.Meta) {
 		t.Fatal(err)
 	}
 	defer v.Release()
-	if err := s.Put([]byte(key), v, bytes.NewReader(payload), m); err != nil {
+	if _, err := s.Put([]byte(key), v, bytes.NewReader(payload), m, blobcache.Precondition{}); err != nil {
 		t.Fatal(err)
 	}
 }
