@@ -225,7 +225,9 @@ func (c *clientReader) Read(p []byte) (int, error) {
 func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
 
 // DeleteIf removes key if cond holds (blobcache.DeleteIf).
-func (s *Store) DeleteIf(key []byte, cond blobcache.Precondition) error { return s.c.DeleteIf(key, cond) }
+func (s *Store) DeleteIf(key []byte, cond blobcache.Precondition) error {
+	return s.c.DeleteIf(key, cond)
+}
 
 // FlushAll makes every item stored before at a miss from at on (blobcache.InvalidateAll).
 func (s *Store) FlushAll(at time.Time) error { return s.c.InvalidateAll(at) }
