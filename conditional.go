@@ -173,18 +173,18 @@ func (c *Cache) PutWith(key, value []byte, o PutOptions) (version uint64, err er
 }
 
 // PutFromWith is PutFrom with the options of PutWith. A precondition is tested before the value
-// is read and again, atomically, when its record is published; a value that streamed into its
-// segment while another write of the key landed returns ErrConflict and is not stored (the
-// reader is consumed: the caller decides whether to try again).
+// is read and again, atomically, when its record is published; a value that was read while
+// another write of the key landed returns ErrConflict and is not stored (the reader is
+// consumed: the caller decides whether to try again). A value of at most StreamThreshold bytes is read
+// first and written like PutWith's, so it never gets ErrConflict.
 func (c *Cache) PutFromWith(key []byte, r io.Reader, size int64, o PutOptions) (version uint64, err error) {
 	m := metaOf(o)
-	tried := false
+	cr := &countingReader{r: r}
 	err = c.conditionally(key, m, func() error {
-		if tried {
-			return ErrConflict
+		if cr.n > 0 {
+			return ErrConflict // the key changed after the value was read: it is gone
 		}
-		tried = true
-		return c.putFrom(key, r, size, m)
+		return c.putFrom(key, cr, size, m)
 	})
 	return m.version, err
 }

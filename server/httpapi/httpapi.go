@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -158,7 +159,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request, key string) {
 	case http.MethodPut:
 		h.put(sw, r, []byte(key))
 	case http.MethodDelete:
-		h.delete(sw, []byte(key))
+		h.delete(sw, r, []byte(key))
 	default:
 		sw.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
 		http.Error(sw, "method not allowed", http.StatusMethodNotAllowed)
@@ -174,8 +175,15 @@ const (
 func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 	n := r.ContentLength
 	if n < 0 {
-		http.Error(w, "Content-Length is required", http.StatusLengthRequired)
-		return
+		// A chunked upload: read into memory (counted against the value memory) to learn
+		// its length, up to the value limit.
+		body, release, err := h.readBody(r)
+		defer release()
+		if err != nil {
+			h.bodyError(w, err)
+			return
+		}
+		n, r.Body = int64(len(body)), io.NopCloser(bytes.NewReader(body))
 	}
 	if max := h.st.MaxValueSize(); n > max {
 		w.Header().Set("Connection", "close") // do not read a body we refuse
@@ -191,13 +199,27 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 		}
 		m.Flags = uint32(f)
 	}
-	if v := r.Header.Get(hdrTTL); v != "" {
-		ttl, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ttl <= 0 || ttl > 1<<40 {
-			http.Error(w, "bad "+hdrTTL+" header: want seconds > 0", http.StatusBadRequest)
+	ttl, err := requestTTL(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if ttl > 0 {
+		m.Expires = h.st.Now().Unix() + ttl
+	}
+	cur, err := h.look(key)
+	if err != nil {
+		h.error(w, err)
+		return
+	}
+	var cond blobcache.Precondition
+	if conditional(r) {
+		if !writeAllowed(r, cur) {
+			w.Header().Set("Connection", "close") // do not read a body we refuse
+			http.Error(w, "precondition failed", http.StatusPreconditionFailed)
 			return
 		}
-		m.Expires = h.st.Now().Unix() + ttl
+		cond = cur.precondition()
 	}
 	v, err := h.st.Reserve(r.Context(), n)
 	if err != nil {
@@ -213,24 +235,118 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 	}
 	defer v.Release()
 	// The body streams into the cache; a body that ends early or fails stores nothing.
-	if _, err := h.st.Put(key, v, r.Body, m, blobcache.Precondition{}); err != nil {
-		var re *store.ReadError
-		var ne net.Error
-		switch {
-		case errors.As(err, &re) && errors.As(err, &ne) && ne.Timeout():
-			http.Error(w, "timed out reading the body", http.StatusRequestTimeout)
-		case errors.As(err, &re):
-			http.Error(w, fmt.Sprintf("truncated body: %v", re.Err), http.StatusBadRequest)
-		default:
-			h.error(w, err)
-		}
+	version, err := h.st.Put(key, v, r.Body, m, cond)
+	switch {
+	case err == nil:
+	case failedPrecondition(err):
+		http.Error(w, "precondition failed: the blob changed", http.StatusPreconditionFailed)
+		return
+	default:
+		h.bodyError(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	w.Header().Set("ETag", etagOf(version))
+	if cur.present {
+		w.WriteHeader(http.StatusNoContent)
+	} else {
+		w.WriteHeader(http.StatusCreated)
+	}
 }
 
-func (h *Handler) delete(w http.ResponseWriter, key []byte) {
-	if err := h.st.Delete(key); err != nil {
+// bodyError answers a write that failed reading its body, or in the cache.
+func (h *Handler) bodyError(w http.ResponseWriter, err error) {
+	var re *store.ReadError
+	var ne net.Error
+	switch {
+	case errors.As(err, &re) && errors.As(err, &ne) && ne.Timeout():
+		http.Error(w, "timed out reading the body", http.StatusRequestTimeout)
+	case errors.As(err, &re):
+		http.Error(w, fmt.Sprintf("truncated body: %v", re.Err), http.StatusBadRequest)
+	case errors.Is(err, store.ErrBusy):
+		h.m.Busy("http")
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		h.error(w, err)
+	}
+}
+
+// readBody reads a body of unknown length (chunked) whole, holding value memory for it a
+// chunk at a time; release returns the memory. Past the value limit it fails with
+// blobcache.ErrValueTooLarge.
+func (h *Handler) readBody(r *http.Request) (body []byte, release func(), err error) {
+	const step = 1 << 20
+	var held []*store.Value
+	release = func() {
+		for _, v := range held {
+			v.Release()
+		}
+	}
+	max := h.st.MaxValueSize()
+	var buf bytes.Buffer
+	for {
+		v, err := h.st.Reserve(r.Context(), min(step, max))
+		if err != nil {
+			return nil, release, err
+		}
+		held = append(held, v)
+		n, err := io.CopyN(&buf, r.Body, step)
+		if int64(buf.Len()) > max {
+			return nil, release, fmt.Errorf("%w: a chunked body over %d bytes", blobcache.ErrValueTooLarge, max)
+		}
+		if err == io.EOF || (err == nil && n < step) {
+			return buf.Bytes(), release, nil
+		}
+		if err != nil {
+			return nil, release, &store.ReadError{Err: err}
+		}
+	}
+}
+
+// requestTTL is the expiry a PUT asks for, in seconds (0: none): Blobcache-Ttl, or the
+// max-age of Cache-Control.
+func requestTTL(r *http.Request) (int64, error) {
+	if v := r.Header.Get(hdrTTL); v != "" {
+		ttl, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ttl <= 0 || ttl > 1<<40 {
+			return 0, fmt.Errorf("bad %s header: want seconds > 0", hdrTTL)
+		}
+		return ttl, nil
+	}
+	for d := range strings.SplitSeq(r.Header.Get("Cache-Control"), ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "max-age="); ok {
+			ttl, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ttl <= 0 || ttl > 1<<40 {
+				return 0, fmt.Errorf("bad Cache-Control max-age %q: want seconds > 0", v)
+			}
+			return ttl, nil
+		}
+	}
+	return 0, nil
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, key []byte) {
+	var err error
+	if conditional(r) {
+		var cur current
+		if cur, err = h.look(key); err == nil {
+			if !writeAllowed(r, cur) {
+				http.Error(w, "precondition failed", http.StatusPreconditionFailed)
+				return
+			}
+			if cur.present {
+				err = h.st.DeleteIf(key, cur.precondition())
+			}
+		}
+		if failedPrecondition(err) {
+			http.Error(w, "precondition failed: the blob changed", http.StatusPreconditionFailed)
+			return
+		}
+	} else {
+		err = h.st.Delete(key)
+	}
+	if err != nil {
 		h.error(w, err)
 		return
 	}
@@ -275,7 +391,15 @@ func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 		if info.Expires != 0 {
 			hdr.Set("Expires", time.Unix(info.Expires, 0).UTC().Format(http.TimeFormat))
 		}
-		if etag != "" && noneMatch(r.Header.Get("If-None-Match"), etag) {
+		hdr.Set("Last-Modified", lastModified(info))
+		cur := current{present: true, version: info.Version, modified: info.Created}
+		if !readAllowed(r, cur) {
+			lw.reset()
+			lw.status = http.StatusPreconditionFailed
+			lw.hdr.Set("Content-Length", "0")
+			return store.Plan{}, nil
+		}
+		if notModified(r, cur) {
 			hdr.Del("Content-Type")
 			lw.status = http.StatusNotModified
 			return store.Plan{}, nil

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -101,7 +103,7 @@ func TestRoundTrip(t *testing.T) {
 	keys := []string{"plain", "with/slashes//and/../dots", "\x00\xff binary \r\n key", "ключ", strings.Repeat("k", blobcache.MaxKeyLen)}
 	for i, key := range keys {
 		v := randomBytes(uint64(i), 1000*i)
-		e.expect("PUT", key, v, http.StatusNoContent)
+		e.expect("PUT", key, v, http.StatusCreated)
 		if got := e.expect("GET", key, nil, http.StatusOK); !bytes.Equal(got, v) {
 			t.Fatalf("GET %q: wrong bytes", key)
 		}
@@ -129,7 +131,7 @@ func TestRoundTrip(t *testing.T) {
 func TestLargeStreamed(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
 	v := randomBytes(7, 6<<20+3)
-	e.expect("PUT", "big", v, http.StatusNoContent)
+	e.expect("PUT", "big", v, http.StatusCreated)
 	for range 2 {
 		if got := e.expect("GET", "big", nil, http.StatusOK); !bytes.Equal(got, v) {
 			t.Fatal("wrong bytes")
@@ -144,7 +146,7 @@ func TestLargeStreamed(t *testing.T) {
 
 func TestFlagsAndTTL(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
-	e.expect("PUT", "k", []byte("v"), http.StatusNoContent, hdrFlags, "42", hdrTTL, "3600")
+	e.expect("PUT", "k", []byte("v"), http.StatusCreated, hdrFlags, "42", hdrTTL, "3600")
 	resp, b := e.do("GET", "k", nil)
 	if string(b) != "v" || resp.Header.Get(hdrFlags) != "42" || resp.Header.Get("Expires") == "" {
 		t.Fatalf("got %q, headers %v", b, resp.Header)
@@ -158,7 +160,7 @@ func TestFlagsAndTTL(t *testing.T) {
 func TestRanges(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
 	v := []byte("0123456789")
-	e.expect("PUT", "k", v, http.StatusNoContent)
+	e.expect("PUT", "k", v, http.StatusCreated)
 	resp, _ := e.do("GET", "k", nil)
 	etag := resp.Header.Get("ETag")
 	tests := []struct {
@@ -191,7 +193,7 @@ func TestRanges(t *testing.T) {
 				tt.status, tt.body, tt.contentRange)
 		}
 	}
-	e.expect("PUT", "empty", nil, http.StatusNoContent)
+	e.expect("PUT", "empty", nil, http.StatusCreated)
 	if b := e.expect("GET", "empty", nil, 200); len(b) != 0 {
 		t.Fatalf("empty blob read %q", b)
 	}
@@ -213,10 +215,23 @@ func TestBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusLengthRequired {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("chunked PUT: %d", resp.StatusCode)
 	}
-	for _, key := range []string{"", "big", "chunked"} {
+	if b := e.expect("GET", "chunked", nil, 200); string(b) != "abc" {
+		t.Fatalf("chunked upload stored %q", b)
+	}
+	// A chunked body over the limit (1 MiB here).
+	req, _ = http.NewRequest("PUT", e.url("toolong"), io.MultiReader(bytes.NewReader(make([]byte, 1<<20+1))))
+	req.ContentLength = -1
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked PUT over the limit: %d", resp.StatusCode)
+	}
+	for _, key := range []string{"", "big", "toolong"} {
 		if key != "" {
 			e.expect("GET", key, nil, http.StatusNotFound)
 		}
@@ -248,7 +263,7 @@ func rawRequest(t *testing.T, addr, req string) string {
 
 func TestMalformed(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
-	e.expect("PUT", "kept", []byte("original"), http.StatusNoContent)
+	e.expect("PUT", "kept", []byte("original"), http.StatusCreated)
 	addr := e.srv.Listener.Addr().String()
 	tests := []struct{ name, req, status string }{
 		{"truncated body", "PUT /v1/blobs/kept HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc", "400"},
@@ -271,7 +286,7 @@ func TestMalformed(t *testing.T) {
 	}
 	e.expect("GET", "new", nil, 404)
 	// Non-UTF-8 bytes sent unescaped are just key bytes.
-	if got := rawRequest(t, addr, "PUT /v1/blobs/\xff\xfe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"); !strings.Contains(got, " 204 ") {
+	if got := rawRequest(t, addr, "PUT /v1/blobs/\xff\xfe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"); !strings.Contains(got, " 201 ") {
 		t.Fatalf("raw binary key: %q", got)
 	}
 	if b := e.expect("GET", "\xff\xfe", nil, 200); string(b) != "hi" {
@@ -296,7 +311,7 @@ func TestPipelined(t *testing.T) {
 	br := bufio.NewReader(c)
 	for i := range 20 {
 		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != 204 {
+		if err != nil || resp.StatusCode != 201 {
 			t.Fatalf("put %d: %v %v", i, resp, err)
 		}
 		resp.Body.Close()
@@ -316,7 +331,7 @@ func TestAuth(t *testing.T) {
 	e.expect("PUT", "k", []byte("v"), http.StatusUnauthorized)
 	e.expect("PUT", "k", []byte("v"), http.StatusUnauthorized, "Authorization", "Bearer wrong")
 	e.expect("PUT", "k", []byte("v"), http.StatusUnauthorized, "Authorization", "Basic s3cret")
-	e.expect("PUT", "k", []byte("v"), http.StatusNoContent, "Authorization", "Bearer s3cret")
+	e.expect("PUT", "k", []byte("v"), http.StatusCreated, "Authorization", "Bearer s3cret")
 	e.expect("GET", "k", nil, http.StatusUnauthorized)
 	if b := e.expect("GET", "k", nil, http.StatusOK, "Authorization", "bearer s3cret"); string(b) != "v" {
 		t.Fatalf("got %q", b)
@@ -330,7 +345,7 @@ func TestAuth(t *testing.T) {
 
 func TestBusy(t *testing.T) {
 	e := newEnv(t, store.Config{MaxValueSize: 64 << 10, MaxInflightBytes: 160 << 10, AdmitTimeout: 10 * time.Millisecond}, Config{})
-	e.expect("PUT", "stored", []byte("before the pressure"), http.StatusNoContent)
+	e.expect("PUT", "stored", []byte("before the pressure"), http.StatusCreated)
 	// Hold the whole budget, as slow uploads would.
 	a, err := e.st.Reserve(context.Background(), 64<<10)
 	if err != nil {
@@ -350,7 +365,7 @@ func TestBusy(t *testing.T) {
 	}
 	a.Release()
 	b.Release()
-	e.expect("PUT", "k", []byte("v"), http.StatusNoContent)
+	e.expect("PUT", "k", []byte("v"), http.StatusCreated)
 	e.expect("GET", "stored", nil, http.StatusOK)
 }
 
@@ -466,7 +481,7 @@ func TestAwkwardBodies(t *testing.T) {
 		body   io.Reader
 		status int
 	}{
-		{"one byte", iotest.OneByteReader(bytes.NewReader(v)), http.StatusNoContent},
+		{"one byte", iotest.OneByteReader(bytes.NewReader(v)), http.StatusCreated},
 		{"half then error", iotest.TimeoutReader(iotest.HalfReader(bytes.NewReader(v))), http.StatusBadRequest},
 		{"error with data", io.MultiReader(bytes.NewReader(v[:100]), iotest.ErrReader(io.ErrUnexpectedEOF)), http.StatusBadRequest},
 	} {
@@ -478,7 +493,7 @@ func TestAwkwardBodies(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", tc.name, rec.Code, tc.status)
 		}
 		resp, got := e.do("GET", tc.name, nil)
-		if stored := resp.StatusCode == 200; stored != (tc.status == http.StatusNoContent) || (stored && !bytes.Equal(got, v)) {
+		if stored := resp.StatusCode == 200; stored != (tc.status == http.StatusCreated) || (stored && !bytes.Equal(got, v)) {
 			t.Errorf("%s: after the upload GET says %d", tc.name, resp.StatusCode)
 		}
 	}
@@ -571,7 +586,7 @@ func TestPutBodyNeverWhole(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
+	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT: %s", resp.Status)
 	}
 	if got := e.expect("GET", "big", nil, http.StatusOK); !bytes.Equal(got, v) {
@@ -583,7 +598,7 @@ func TestPutBodyNeverWhole(t *testing.T) {
 func TestPutBodyCut(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
 	old := randomBytes(1, 3<<20)
-	e.expect("PUT", "k", old, http.StatusNoContent)
+	e.expect("PUT", "k", old, http.StatusCreated)
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -607,7 +622,7 @@ func TestPutBodyCut(t *testing.T) {
 func TestETagPerWrite(t *testing.T) {
 	e := newEnv(t, store.Config{}, Config{})
 	body := []byte("same bytes")
-	e.expect("PUT", "k", body, http.StatusNoContent)
+	e.expect("PUT", "k", body, http.StatusCreated)
 	first, _ := e.do("GET", "k", nil)
 	e.expect("PUT", "k", body, http.StatusNoContent)
 	second, _ := e.do("GET", "k", nil)
@@ -620,5 +635,90 @@ func TestETagPerWrite(t *testing.T) {
 	}
 	if resp, _ := e.do("GET", "k", nil, "If-None-Match", t2); resp.StatusCode != 304 {
 		t.Fatalf("If-None-Match with the current tag: %d, want 304", resp.StatusCode)
+	}
+}
+
+// TestConditionalRequests: PUT answers 201 and an ETag for a new key, 204 and a new ETag for an
+// overwrite; If-Match, If-None-Match, If-Unmodified-Since and If-Modified-Since on PUT, DELETE
+// and GET answer as RFC 9110 section 13 says; Cache-Control: max-age sets an expiry.
+func TestConditionalRequests(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	resp, _ := e.do("PUT", "k", []byte("one"))
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("ETag") == "" {
+		t.Fatalf("first PUT: %d, ETag %q", resp.StatusCode, resp.Header.Get("ETag"))
+	}
+	tag1 := resp.Header.Get("ETag")
+	get, _ := e.do("GET", "k", nil)
+	if get.Header.Get("ETag") != tag1 || get.Header.Get("Last-Modified") == "" {
+		t.Fatalf("GET: ETag %q (PUT said %q), Last-Modified %q", get.Header.Get("ETag"), tag1, get.Header.Get("Last-Modified"))
+	}
+	lastMod := get.Header.Get("Last-Modified")
+	// If-None-Match: * is put-if-absent.
+	e.expect("PUT", "k", []byte("x"), http.StatusPreconditionFailed, "If-None-Match", "*")
+	e.expect("PUT", "fresh", []byte("x"), http.StatusCreated, "If-None-Match", "*")
+	// If-Match: the current tag only.
+	e.expect("PUT", "k", []byte("x"), http.StatusPreconditionFailed, "If-Match", `"1234"`)
+	e.expect("PUT", "k", []byte("x"), http.StatusPreconditionFailed, "If-Match", "W/"+tag1)
+	e.expect("PUT", "missing", []byte("x"), http.StatusPreconditionFailed, "If-Match", "*")
+	resp, _ = e.do("PUT", "k", []byte("two"), "If-Match", `"0", `+tag1)
+	tag2 := resp.Header.Get("ETag")
+	if resp.StatusCode != http.StatusNoContent || tag2 == "" || tag2 == tag1 {
+		t.Fatalf("PUT If-Match the current tag: %d, ETag %q (was %q)", resp.StatusCode, tag2, tag1)
+	}
+	e.expect("PUT", "k", []byte("x"), http.StatusPreconditionFailed, "If-Match", tag1) // stale now
+	// GET.
+	e.expect("GET", "k", nil, http.StatusNotModified, "If-None-Match", tag2)
+	e.expect("GET", "k", nil, http.StatusOK, "If-None-Match", tag1)
+	e.expect("GET", "k", nil, http.StatusPreconditionFailed, "If-Match", tag1)
+	e.expect("GET", "k", nil, http.StatusOK, "If-Match", tag2)
+	e.expect("GET", "k", nil, http.StatusNotModified, "If-Modified-Since", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+	e.expect("GET", "k", nil, http.StatusOK, "If-Modified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")
+	e.expect("GET", "k", nil, http.StatusPreconditionFailed, "If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")
+	e.expect("GET", "k", nil, http.StatusOK, "If-Unmodified-Since", lastMod)
+	// PUT and DELETE with dates.
+	e.expect("PUT", "k", []byte("x"), http.StatusPreconditionFailed, "If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")
+	e.expect("DELETE", "k", nil, http.StatusPreconditionFailed, "If-Match", tag1)
+	e.expect("DELETE", "k", nil, http.StatusPreconditionFailed, "If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT")
+	if b := e.expect("GET", "k", nil, 200); string(b) != "two" {
+		t.Fatalf("k = %q after refused writes", b)
+	}
+	e.expect("DELETE", "k", nil, http.StatusNoContent, "If-Match", tag2)
+	e.expect("GET", "k", nil, http.StatusNotFound)
+	// Cache-Control: max-age.
+	e.expect("PUT", "ttl", []byte("v"), http.StatusCreated, "Cache-Control", "public, max-age=3600")
+	if resp, _ := e.do("GET", "ttl", nil); resp.Header.Get("Expires") == "" {
+		t.Fatal("no Expires for a max-age PUT")
+	}
+	e.expect("PUT", "ttl", []byte("v"), http.StatusBadRequest, "Cache-Control", "max-age=soon")
+}
+
+// TestConditionalPutRace: of many If-None-Match: * PUTs of one key at once, exactly one wins.
+func TestConditionalPutRace(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	var wg sync.WaitGroup
+	var created, refused atomic.Int32
+	for i := range 8 {
+		wg.Go(func() {
+			req, _ := http.NewRequest("PUT", e.url("once"), bytes.NewReader(fmt.Appendf(nil, "writer %d", i)))
+			req.Header.Set("If-None-Match", "*")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusCreated:
+				created.Add(1)
+			case http.StatusPreconditionFailed:
+				refused.Add(1)
+			default:
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 || refused.Load() != 7 {
+		t.Fatalf("%d created, %d refused", created.Load(), refused.Load())
 	}
 }

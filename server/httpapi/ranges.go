@@ -63,26 +63,9 @@ func parseDigits(s string) (int64, bool) {
 	return v, err == nil
 }
 
-// noneMatch reports whether an If-None-Match header matches etag (weak comparison).
-func noneMatch(h, etag string) bool {
-	if h == "" {
-		return false
-	}
-	if strings.TrimSpace(h) == "*" {
-		return true
-	}
-	for t := range strings.SplitSeq(h, ",") {
-		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
-		if t == etag {
-			return true
-		}
-	}
-	return false
-}
-
 // ifRange reports whether a Range header applies under an If-Range header: no If-Range, or an
-// If-Range naming the current strong ETag. (A date never matches: blobs carry no
-// Last-Modified.)
+// If-Range naming the current strong ETag. (A date is not taken as a validator: Last-Modified
+// has a resolution of a second, too coarse to be strong, so the whole blob is sent.)
 func ifRange(h, etag string) bool {
 	if h == "" {
 		return true
