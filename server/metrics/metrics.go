@@ -73,6 +73,16 @@ func New(src StatsSource) *Metrics {
 			Help: "Memory held by request values between the network and the cache.",
 		}),
 	}
+	// Every documented series of the vectors whose labels are known up front exists from the
+	// start, at zero, so a dashboard or an alert sees 0 rather than no data.
+	for _, r := range []string{"hit", "miss"} {
+		m.getSeconds.WithLabelValues(r)
+	}
+	for _, proto := range []string{"http", "memcache"} {
+		m.connections.WithLabelValues(proto)
+		m.rejectedConns.WithLabelValues(proto)
+		m.busy.WithLabelValues(proto)
+	}
 	m.reg.MustRegister(m.getSeconds, m.putSeconds, m.requests, m.requestSeconds, m.connections,
 		m.rejectedConns, m.busy, m.inflightBytes,
 		newStatsCollector(src),
