@@ -129,7 +129,7 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 	if v, ok := l.buffered(false); ok {
 		o.buffered, o.rawVersion = true, v.Version
 		if v.Kind == record.KindPut && l.live(v.Version, v.CTime, v.Expires) {
-			o.present, o.version = true, pendingInfo(v).Version
+			o.present, o.version = true, infoOf(pendingHeader(v)).Version
 		}
 		return o, nil
 	}

@@ -149,11 +149,11 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		putBuf(buf)
 		return nil, openMiss
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, info: infoOf(hdr)}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
-		if r.info.HasChecksum && c.opts.ChecksumHash != nil {
+		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
 			r.userHash = c.opts.ChecksumHash()
 			r.wantSum = hdr.Sum
 		}
@@ -337,28 +337,24 @@ type BlobInfo struct {
 
 // infoOf is the BlobInfo of a record with header h.
 func infoOf(h record.Header) BlobInfo {
-	info := blobInfo(int64(h.ValueLen), h.Flags, h.Sum, h.CTime, h.Version, h.Expires, h.ClientFlags)
-	info.Legacy = h.Legacy
-	return info
-}
-
-// pendingInfo is the BlobInfo of a record still in the write buffer.
-func pendingInfo(v batch.Value) BlobInfo {
-	return blobInfo(v.Length, v.Flags, v.Sum, v.CTime, v.Version, v.Expires, v.ClientFlags)
-}
-
-func blobInfo(size int64, flags uint8, sum uint32, ctime int64, version uint64, expires int64, clientFlags uint32) BlobInfo {
 	info := BlobInfo{
-		Size: size, Checksum: sum, HasChecksum: flags&record.FlagHasChecksum != 0,
-		Created: time.Unix(0, ctime), Version: version, Flags: clientFlags,
+		Size: int64(h.ValueLen), Checksum: h.Sum, HasChecksum: h.Flags&record.FlagHasChecksum != 0,
+		Created: time.Unix(0, h.CTime), Version: h.Version, Flags: h.ClientFlags, Legacy: h.Legacy,
 	}
-	if version == 0 {
-		info.Version = legacyVersion(ctime)
+	if h.Version == 0 {
+		info.Version = legacyVersion(h.CTime)
 	}
-	if expires != 0 {
-		info.Expires = time.Unix(0, expires)
+	if h.Expires != 0 {
+		info.Expires = time.Unix(0, h.Expires)
 	}
 	return info
+}
+
+// pendingHeader is the header of a record still in the write buffer, as far as a reader needs
+// it.
+func pendingHeader(v batch.Value) record.Header {
+	return record.Header{Kind: v.Kind, Flags: v.Flags, ValueLen: uint32(v.Length), Sum: v.Sum, CTime: v.CTime,
+		Version: v.Version, Expires: v.Expires, ClientFlags: v.ClientFlags}
 }
 
 // Stat returns what the cache knows of the blob under key without reading its value: one
@@ -381,7 +377,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			return BlobInfo{}, ErrNotFound
 		}
-		return pendingInfo(v), nil
+		return infoOf(pendingHeader(v)), nil
 	}
 	for l.next() {
 		hdr, res, err := c.stat(&l)

@@ -44,8 +44,8 @@ type Reader struct {
 	userHash hash.Hash32 // running custom checksum, when the record has one and it is not CRC-32C
 	wantSum  uint32
 
-	info BlobInfo
-	err  error
+	hdr record.Header // the record's header: Info is made from it when asked
+	err error
 }
 
 // segRef is a reader's reference on a segment, released once: by the reader at the end or on
@@ -65,10 +65,12 @@ func (r *segRef) release() {
 func (r *Reader) Size() int64 { return r.size }
 
 // Checksum returns the blob's stored checksum (see Options.Checksum), if it has one.
-func (r *Reader) Checksum() (uint32, bool) { return r.info.Checksum, r.info.HasChecksum }
+func (r *Reader) Checksum() (uint32, bool) {
+	return r.hdr.Sum, r.hdr.Flags&record.FlagHasChecksum != 0
+}
 
 // Info describes the blob the reader reads (its Size is the blob's, not the range's).
-func (r *Reader) Info() BlobInfo { return r.info }
+func (r *Reader) Info() BlobInfo { return infoOf(r.hdr) }
 
 // Read implements io.Reader.
 func (r *Reader) Read(p []byte) (int, error) {
@@ -251,5 +253,5 @@ func (c *Cache) memReader(v batch.Value, off, n int64) *Reader {
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	return &Reader{c: c, val: v.Value[off:end], size: end - off, info: pendingInfo(v)}
+	return &Reader{c: c, val: v.Value[off:end], size: end - off, hdr: pendingHeader(v)}
 }
