@@ -327,7 +327,29 @@ func (c *Cache) stamp(hdr *record.Header, m *writeMeta) error {
 	}
 	if m != nil {
 		hdr.Expires, hdr.ClientFlags = m.expires, m.clientFlags
+		if hdr.Kind == record.KindPut && len(m.attrs) > 0 {
+			hdr.AttrLen, hdr.AttrCRC = uint32(len(m.attrs)), record.CRC(m.attrs)
+		}
 		m.version = hdr.Version
+	}
+	return nil
+}
+
+// attrsOf is the attributes a write with meta m stores.
+func attrsOf(m *writeMeta) []byte {
+	if m == nil {
+		return nil
+	}
+	return m.attrs
+}
+
+// checkSize refuses a value of n bytes with attrs for key that no record can hold.
+func (c *Cache) checkSize(key, attrs []byte, n int64) error {
+	if len(attrs) > MaxAttrLen {
+		return fmt.Errorf("%w: %d attribute bytes, the limit is %d", ErrValueTooLarge, len(attrs), MaxAttrLen)
+	}
+	if max := c.MaxValueSize(len(key)); n+int64(len(attrs)) > max {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, n+int64(len(attrs)), max)
 	}
 	return nil
 }
@@ -351,10 +373,10 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.checkKey(key); err != nil {
 		return err
 	}
-	if max := c.MaxValueSize(len(key)); int64(len(value)) > max {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(value), max)
+	if err := c.checkSize(key, attrsOf(m), int64(len(value))); err != nil {
+		return err
 	}
-	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value))) {
+	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value)) + int64(len(attrsOf(m)))) {
 		// Too large for a write buffer: written straight from value before Put returns, its
 		// checksums computed on the way.
 		var want *uint32

@@ -33,7 +33,13 @@ type PutOptions struct {
 	Flags uint32
 	// If is the condition on the key's current blob for the write to happen; zero: none.
 	If Precondition
+	// Attrs are stored with the blob and returned in BlobInfo.Attrs, never interpreted (the
+	// HTTP server keeps a blob's Content-Type there); at most MaxAttrLen bytes.
+	Attrs string
 }
+
+// MaxAttrLen is the most bytes PutOptions.Attrs may hold.
+const MaxAttrLen = record.MaxAttrLen
 
 // Precondition is a condition on the blob a key holds when a write happens.
 type Precondition struct {
@@ -91,6 +97,7 @@ type writeMeta struct {
 	keep uint64
 	// version is the version the write stored.
 	version uint64
+	attrs   []byte // stored after the value (PutOptions.Attrs)
 	cond    Precondition
 	// obs is what the write saw of the key, when it has a condition; the writer checks it is
 	// still so (see writer.unchanged).
@@ -99,6 +106,9 @@ type writeMeta struct {
 
 func metaOf(o PutOptions) *writeMeta {
 	m := &writeMeta{clientFlags: o.Flags, cond: o.If}
+	if o.Attrs != "" {
+		m.attrs = []byte(o.Attrs)
+	}
 	if !o.Expires.IsZero() {
 		m.expires = max(o.Expires.UnixNano(), 1)
 	}
@@ -129,7 +139,7 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 	if v, ok := l.buffered(false); ok {
 		o.buffered, o.rawVersion = true, v.Version
 		if v.Kind == record.KindPut && l.live(v.Version, v.CTime, v.Expires) {
-			o.present, o.version = true, infoOf(pendingHeader(v)).Version
+			o.present, o.version = true, infoOf(pendingHeader(v), "").Version
 		}
 		return o, nil
 	}
@@ -146,14 +156,14 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 			l.file.unref()
 			continue
 		}
-		hdr, res, err := c.stat(&l)
+		hdr, _, res, err := c.stat(&l)
 		switch res {
 		case openHit:
 			if err != nil {
 				return nil, err
 			}
 			if l.live(hdr.Version, hdr.CTime, hdr.Expires) {
-				o.present, o.version = true, infoOf(hdr).Version
+				o.present, o.version = true, infoOf(hdr, "").Version
 			}
 			return o, nil
 		case openMiss:
@@ -205,7 +215,7 @@ func (c *Cache) Touch(key []byte, expires time.Time) error {
 			return ErrNotFound
 		}
 		info := r.Info()
-		m := metaOf(PutOptions{Expires: expires, Flags: info.Flags, If: IfVersion(info.Version)})
+		m := metaOf(PutOptions{Expires: expires, Flags: info.Flags, If: IfVersion(info.Version), Attrs: info.Attrs})
 		m.keep = info.Version
 		err := c.conditionally(key, m, func() error { return c.putFrom(key, r, info.Size, m) })
 		r.Close()

@@ -167,6 +167,35 @@ func (l *keyLookup) checkHeader(b []byte) (hdr record.Header, ok bool) {
 	return hdr, string(k) == string(l.key)
 }
 
+// readAttrs returns a copy of the attributes of the record l found, whose header hdr was
+// checked: from b, which holds the start of the record, if they are in it, else read from the
+// file l holds (one more read, for a large blob with attributes). Damaged attributes are a miss,
+// counted like a damaged header.
+func (l *keyLookup) readAttrs(hdr record.Header, b []byte) (string, openResult, error) {
+	if hdr.AttrLen == 0 {
+		return "", openHit, nil
+	}
+	attrs := make([]byte, hdr.AttrLen)
+	if off := hdr.AttrOffset(); off+int64(hdr.AttrLen) <= int64(len(b)) {
+		copy(attrs, b[off:])
+	} else {
+		_, err := l.file.rd.ReadAt(attrs, l.recOff+off)
+		if !l.stillAt() {
+			return "", openRetry, nil
+		}
+		if err != nil {
+			l.c.stats.readErrors.Add(1)
+			return "", openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)
+		}
+	}
+	if err := record.CheckAttrs(hdr, attrs); err != nil {
+		l.c.stats.corrupt.Add(1)
+		l.c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, l.loc.Segment, l.loc.Offset, err))
+		return "", openMiss, nil
+	}
+	return string(attrs), openHit, nil
+}
+
 // stillAt reports whether the index still maps h to loc.
 func (c *Cache) stillAt(h uint64, loc index.Loc) bool {
 	now, ok := c.idx.Get(h)

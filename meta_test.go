@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,11 +39,12 @@ func TestMetaRoundTrip(t *testing.T) {
 	want := map[string]BlobInfo{}
 	for i, size := range []int{0, 100, 200 << 10} { // the last is larger than the write buffer: streamed
 		key := fmt.Sprint("k", i)
-		v, err := c.PutWith([]byte(key), value(key, 0, size), PutOptions{Flags: uint32(0xfff0 + i), Expires: expires})
+		attrs := strings.Repeat("Content-Type: text/plain\n", i) // none, one line, two
+		v, err := c.PutWith([]byte(key), value(key, 0, size), PutOptions{Flags: uint32(0xfff0 + i), Expires: expires, Attrs: attrs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[key] = BlobInfo{Size: int64(size), Version: v, Flags: uint32(0xfff0 + i), Expires: expires}
+		want[key] = BlobInfo{Size: int64(size), Version: v, Flags: uint32(0xfff0 + i), Expires: expires, Attrs: attrs}
 	}
 	check := func(when string) {
 		t.Helper()
@@ -57,9 +59,14 @@ func TestMetaRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, i := range []BlobInfo{info, st} {
-				if i.Version != w.Version || i.Flags != w.Flags || !i.Expires.Equal(w.Expires) || i.Size != w.Size {
+				if i.Version != w.Version || i.Flags != w.Flags || !i.Expires.Equal(w.Expires) || i.Size != w.Size || i.Attrs != w.Attrs {
 					t.Fatalf("%s: %s: info %+v, want %+v", when, key, i, w)
 				}
+			}
+			// ReadAt with room to spare delivers the value and no attribute byte.
+			p := make([]byte, w.Size+100)
+			if n, err := c.ReadAt([]byte(key), p, 0); int64(n) != w.Size || err != io.EOF || !bytes.Equal(p[:n], value(key, 0, int(w.Size))) {
+				t.Fatalf("%s: %s: ReadAt = %d, %v", when, key, n, err)
 			}
 			if w.Version == 0 || seen[w.Version] {
 				t.Fatalf("%s: version %d of %s is 0 or not unique", when, w.Version, key)

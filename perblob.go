@@ -300,5 +300,6 @@ func (c *Cache) blobFileWhole(h, seq uint64) bool {
 	}
 	hdr, key, err := record.Decode(b)
 	return err == nil && hdr.Kind == record.KindPut && hdr.Len() == int64(len(b)) &&
-		record.KeyHash(key) == h && record.CheckValue(hdr, b[hdr.ValueOffset():]) == nil
+		record.KeyHash(key) == h && record.CheckValue(hdr, b[hdr.ValueOffset():]) == nil &&
+		record.CheckAttrs(hdr, b[hdr.AttrOffset():]) == nil
 }

@@ -149,7 +149,16 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		putBuf(buf)
 		return nil, openMiss
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr}
+	attrs, res, err := l.readAttrs(hdr, b)
+	if res != openHit || err != nil {
+		s.unref()
+		putBuf(buf)
+		if err != nil {
+			return &Reader{c: c, err: err}, openHit
+		}
+		return nil, res
+	}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr, attrs: attrs}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
@@ -252,8 +261,9 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	defer s.unref()
 	sc := scratchPool.Get().(*readScratch)
 	defer func() { sc.iov = [2][]byte{}; scratchPool.Put(sc) }()
-	// The read is planned for a header of the current format; a legacy record's value starts
-	// a little earlier and is read again below.
+	// The read is planned for a header of the current format and a value that runs to the end
+	// of the record; a legacy record's value starts a little earlier and is read again below,
+	// and a record's attributes, after its value, are cut off.
 	hk := l.prefixLen()
 	want := clampTo(p, off, int64(loc.Length)-hk)
 	var err error
@@ -266,9 +276,10 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 		}
 	}
 	if err == nil {
-		if hdr, _, derr := record.Decode(sc.hk[:hk]); derr == nil && hdr.Legacy {
+		if hdr, _, derr := record.Decode(sc.hk[:hk]); derr == nil {
+			// The value's true length: attributes after it were read into p as scratch.
 			want = clampTo(p, off, int64(hdr.ValueLen))
-			if len(want) > 0 {
+			if hdr.Legacy && len(want) > 0 {
 				_, err = s.rd.ReadAt(want, recOff+hdr.ValueOffset()+off)
 			}
 		}
@@ -330,16 +341,18 @@ type BlobInfo struct {
 	Version uint64
 	Expires time.Time // when it becomes a miss; zero: never (see PutOptions)
 	Flags   uint32    // the caller's flags, as given to PutWith
+	Attrs   string    // the caller's attributes, as given to PutWith
 	// Legacy says the blob was written before records carried metadata (a directory of
 	// format version 1): no expiry, flags 0, and a version derived from its creation time.
 	Legacy bool
 }
 
-// infoOf is the BlobInfo of a record with header h.
-func infoOf(h record.Header) BlobInfo {
+// infoOf is the BlobInfo of a record with header h and attributes attrs.
+func infoOf(h record.Header, attrs string) BlobInfo {
 	info := BlobInfo{
 		Size: int64(h.ValueLen), Checksum: h.Sum, HasChecksum: h.Flags&record.FlagHasChecksum != 0,
 		Created: time.Unix(0, h.CTime), Version: h.Version, Flags: h.ClientFlags, Legacy: h.Legacy,
+		Attrs: attrs,
 	}
 	if h.Version == 0 {
 		info.Version = legacyVersion(h.CTime)
@@ -377,10 +390,10 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			return BlobInfo{}, ErrNotFound
 		}
-		return infoOf(pendingHeader(v)), nil
+		return infoOf(pendingHeader(v), string(v.Attrs)), nil
 	}
 	for l.next() {
-		hdr, res, err := c.stat(&l)
+		hdr, attrs, res, err := c.stat(&l)
 		switch res {
 		case openHit:
 			if err != nil {
@@ -389,7 +402,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 			if !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
 				return BlobInfo{}, ErrNotFound
 			}
-			return infoOf(hdr), nil
+			return infoOf(hdr, attrs), nil
 		case openMiss:
 			return BlobInfo{}, ErrNotFound
 		}
@@ -397,24 +410,25 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	return BlobInfo{}, ErrNotFound
 }
 
-// stat reads the header and key of the record l found, and checks them. It releases the file l
-// holds.
-func (c *Cache) stat(l *keyLookup) (record.Header, openResult, error) {
+// stat reads the header and key of the record l found, and its attributes if it has any, and
+// checks them. It releases the file l holds.
+func (c *Cache) stat(l *keyLookup) (record.Header, string, openResult, error) {
 	sc := scratchPool.Get().(*readScratch)
 	defer scratchPool.Put(sc)
 	hk := sc.hk[:l.prefixLen()]
 	_, err := l.file.rd.ReadAt(hk, l.recOff)
 	defer l.file.unref()
 	if !l.stillAt() {
-		return record.Header{}, openRetry, nil
+		return record.Header{}, "", openRetry, nil
 	}
 	if err != nil {
 		c.stats.readErrors.Add(1)
-		return record.Header{}, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)
+		return record.Header{}, "", openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)
 	}
 	hdr, ok := l.checkHeader(hk)
 	if !ok {
-		return record.Header{}, openMiss, nil
+		return record.Header{}, "", openMiss, nil
 	}
-	return hdr, openHit, nil
+	attrs, res, err := l.readAttrs(hdr, nil)
+	return hdr, attrs, res, err
 }

@@ -44,8 +44,9 @@ type Reader struct {
 	userHash hash.Hash32 // running custom checksum, when the record has one and it is not CRC-32C
 	wantSum  uint32
 
-	hdr record.Header // the record's header: Info is made from it when asked
-	err error
+	hdr   record.Header // the record's header: Info is made from it when asked
+	attrs string        // the record's attributes, if any
+	err   error
 }
 
 // segRef is a reader's reference on a segment, released once: by the reader at the end or on
@@ -70,7 +71,7 @@ func (r *Reader) Checksum() (uint32, bool) {
 }
 
 // Info describes the blob the reader reads (its Size is the blob's, not the range's).
-func (r *Reader) Info() BlobInfo { return infoOf(r.hdr) }
+func (r *Reader) Info() BlobInfo { return infoOf(r.hdr, r.attrs) }
 
 // Read implements io.Reader.
 func (r *Reader) Read(p []byte) (int, error) {
@@ -253,5 +254,5 @@ func (c *Cache) memReader(v batch.Value, off, n int64) *Reader {
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	return &Reader{c: c, val: v.Value[off:end], size: end - off, hdr: pendingHeader(v)}
+	return &Reader{c: c, val: v.Value[off:end], size: end - off, hdr: pendingHeader(v), attrs: string(v.Attrs)}
 }

@@ -142,8 +142,8 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 	if err := c.checkKey(key); err != nil {
 		return err
 	}
-	if max := c.MaxValueSize(len(key)); size > max {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, size, max)
+	if err := c.checkSize(key, attrsOf(m), size); err != nil {
+		return err
 	}
 	if size < 0 {
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
@@ -222,7 +222,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32,
 		return err
 	}
 	cr := &countingReader{r: r}
-	entry, err := c.fillStream(s, &hdr, key, cr, n, want)
+	entry, err := c.fillStream(s, &hdr, key, attrsOf(m), cr, n, want)
 	if err == nil {
 		c.bloomAdd(h)
 	}
@@ -261,7 +261,7 @@ func valueLead(hk, chunk int64) int64 {
 // fillStream writes the record of the reservation s: key and value behind the header, then a
 // pad filling the rest of the range, then the first chunk with the header. It returns the
 // record's footer entry.
-func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reader, n int64, want *uint32) (segment.Entry, error) {
+func (c *Cache) fillStream(s *stream, hdr *record.Header, key, attrs []byte, r io.Reader, n int64, want *uint32) (segment.Entry, error) {
 	first, spare := c.getChunk(), c.getChunk()
 	defer c.putChunk(first)
 	defer c.putChunk(spare)
@@ -297,6 +297,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key []byte, r io.Reade
 		cw.used += len(dst)
 		left -= int64(len(dst))
 	}
+	cw.emit(attrs)
 	if pad := s.length - s.lead - n; pad > 0 {
 		cw.pad(pad)
 	}

@@ -168,19 +168,28 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	}
 	w.writeForgotten()
 	w.writeStale()
-	if m != nil && m.obs != nil {
-		if w.streaming(key) {
-			w.cond.Wait() // a PutFrom of the key is publishing its record: look again after
-			return false, errChanged
-		}
-		if !w.unchanged(h, key, m.obs) {
-			return false, errChanged
-		}
-	}
-	if err := w.appendLocked(h, hdr, key, value, copyValue); err != nil {
+	if err := w.appendLocked(h, hdr, key, value, copyValue, m); err != nil {
 		return false, err
 	}
 	return true, earlier
+}
+
+// stillObserved is the check of a conditional write with meta m (none without an
+// observation): nil if the key's newest record is still the observed one, errChanged if not,
+// or if a PutFrom of the key is publishing its record (after waiting for it). The caller holds
+// mu, and appends at once if it returns nil, without releasing mu in between.
+func (w *writer) stillObserved(h uint64, key []byte, m *writeMeta) error {
+	if m == nil || m.obs == nil {
+		return nil
+	}
+	if w.streaming(key) {
+		w.cond.Wait() // look again once it is published
+		return errChanged
+	}
+	if !w.unchanged(h, key, m.obs) {
+		return errChanged
+	}
+	return nil
 }
 
 // streaming reports whether a PutFrom of key is between its reservation and its publication.
@@ -239,7 +248,7 @@ func (w *writer) writeStale() {
 			return
 		}
 		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(sk.key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
-		if err := w.appendLocked(h, hdr, sk.key, nil, true); err != nil {
+		if err := w.appendLocked(h, hdr, sk.key, nil, true, nil); err != nil {
 			return
 		}
 	}
@@ -263,25 +272,32 @@ func (w *writer) writeForgotten() {
 			return
 		}
 		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
-		if err := w.appendLocked(h, hdr, key, nil, true); err != nil {
+		if err := w.appendLocked(h, hdr, key, nil, true, nil); err != nil {
 			return
 		}
 	}
 }
 
-// appendLocked is append with mu held.
-func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool) error {
+// appendLocked is append with mu held. Waiting for a batch releases mu, so a conditional
+// write's check (stillObserved) is made once the batch is there, just before the record goes
+// in.
+func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) error {
 	n := hdr.Len()
-	if len(w.streams) > 0 {
-		w.supersede(h, key)
-	}
 	for {
 		b, err := w.openBatch()
 		if err != nil {
 			return err
 		}
 		if b.Fits(n) {
-			b.Append(h, hdr, key, value, copyValue)
+			if err := w.stillObserved(h, key, m); err != nil {
+				return err
+			}
+			// From the check to here mu is held: the record is the key's newest now, and the
+			// streams of the key in progress are older.
+			if len(w.streams) > 0 {
+				w.supersede(h, key)
+			}
+			b.Append(h, hdr, key, value, attrsOf(m), copyValue)
 			if !b.Fits(record.HeaderSize + 64) {
 				return w.cut()
 			}

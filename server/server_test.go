@@ -89,7 +89,7 @@ func TestBothFrontEnds(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	mc := gomemcache.New(s.MemcacheAddr())
 
-	if code, _, _ := httpDo(t, "PUT", base+"/v1/blobs/from-http", []byte("via http")); code != 204 {
+	if code, _, _ := httpDo(t, "PUT", base+"/v1/blobs/from-http", []byte("via http")); code != 201 {
 		t.Fatalf("PUT: %d", code)
 	}
 	it, err := mc.Get("from-http")
@@ -122,7 +122,7 @@ func TestBothFrontEnds(t *testing.T) {
 		"blobcache_bloom_false_positives_total", "blobcache_blobs 2", "blobcache_disk_bytes",
 		"blobcache_segments 1", "blobcache_evictions_total 0", "blobcache_flush_seconds_total",
 		"blobcache_corrupt_records_total 0", `blobcache_get_duration_seconds_bucket{result="hit",le=`,
-		"blobcache_put_duration_seconds_bucket", `blobcache_requests_total{op="put",proto="http",result="204"} 1`,
+		"blobcache_put_duration_seconds_bucket", `blobcache_requests_total{op="put",proto="http",result="201"} 1`,
 		`blobcache_requests_total{op="gets",proto="memcache",result="hit"} 1`, `blobcache_connections{proto="memcache"} 1`,
 		"process_resident_memory_bytes",
 	} {
@@ -213,7 +213,7 @@ func TestToken(t *testing.T) {
 	if code, _, _ := httpDo(t, "GET", base+"/metrics", nil); code != 401 {
 		t.Fatalf("metrics without a token: %d", code)
 	}
-	if code, _, _ := httpDo(t, "PUT", base+"/v1/blobs/k", []byte("v"), "Authorization", "Bearer t0ken"); code != 204 {
+	if code, _, _ := httpDo(t, "PUT", base+"/v1/blobs/k", []byte("v"), "Authorization", "Bearer t0ken"); code != 201 {
 		t.Fatalf("with the token: %d", code)
 	}
 	c, err := net.Dial("tcp", s.MemcacheAddr())
@@ -270,7 +270,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 204 {
+	if resp.StatusCode != 201 {
 		t.Fatalf("PUT over TLS: %d", resp.StatusCode)
 	}
 	c, err := tls.Dial("tcp", s.MemcacheAddr(), &tls.Config{RootCAs: pool})
@@ -300,7 +300,7 @@ func TestGracefulShutdown(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	mc := gomemcache.New(s.MemcacheAddr())
 	for i := range 50 {
-		if code, _, _ := httpDo(t, "PUT", fmt.Sprintf("%s/v1/blobs/h%d", base, i), []byte(fmt.Sprint("http value ", i))); code != 204 {
+		if code, _, _ := httpDo(t, "PUT", fmt.Sprintf("%s/v1/blobs/h%d", base, i), []byte(fmt.Sprint("http value ", i))); code != 201 {
 			t.Fatalf("PUT %d: %d", i, code)
 		}
 		if err := mc.Set(&gomemcache.Item{Key: fmt.Sprint("m", i), Value: []byte(fmt.Sprint("mc value ", i)), Flags: uint32(i)}); err != nil {
@@ -331,7 +331,7 @@ func TestGracefulShutdown(t *testing.T) {
 	io.WriteString(c, "56789")
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, _ := bufio.NewReader(c).ReadString('\n')
-	if !strings.HasPrefix(line, "HTTP/1.1 204") {
+	if !strings.HasPrefix(line, "HTTP/1.1 201") {
 		t.Fatalf("upload during shutdown: %q", line)
 	}
 	if err := <-stopped; err != nil {

@@ -83,7 +83,7 @@ func httpPut(t *testing.T, addr, key, value string) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 204 {
+	if resp.StatusCode != 201 && resp.StatusCode != 204 { // created, or overwritten
 		t.Fatalf("PUT %s: %d", key, resp.StatusCode)
 	}
 }

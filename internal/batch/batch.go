@@ -17,6 +17,7 @@ const chunkSize = 1 << 20
 type Entry struct {
 	segment.Entry        // Offset is relative to the start of the batch
 	ValueLen      uint32 // length of the value
+	AttrLen       uint32 // length of the attributes after the value
 	// The record header's fields a lookup reports, so that it need not decode the header.
 	Sum         uint32
 	CTime       int64
@@ -67,10 +68,11 @@ func (b *Batch) Len() int { return len(b.entries) }
 // Fits reports whether a record of n bytes fits in the batch.
 func (b *Batch) Fits(n int64) bool { return b.size+n <= b.limit }
 
-// Append encodes a record at the end of the batch. h is the key hash; hdr.KeyLen and
-// hdr.ValueLen must match key and value. If copyValue is false (and the batch is not in direct
-// mode) the batch keeps a reference to value instead of copying it. The caller checked Fits.
-func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue bool) {
+// Append encodes a record at the end of the batch. h is the key hash; hdr.KeyLen,
+// hdr.ValueLen and hdr.AttrLen must match key, value and attrs (the attributes, copied after
+// the value). If copyValue is false (and the batch is not in direct mode) the batch keeps a
+// reference to value instead of copying it. The caller checked Fits.
+func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, copyValue bool) {
 	if b.sealed {
 		panic("batch: Append after Seal")
 	}
@@ -92,15 +94,21 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value []byte, copyValue
 	} else if len(value) > 0 {
 		b.push(value)
 	}
+	for rest := attrs; len(rest) > 0; {
+		dst := b.reserve(min(len(rest), b.room()))
+		copy(dst, rest)
+		rest = rest[len(dst):]
+	}
 	b.entries = append(b.entries, Entry{
 		Entry: segment.Entry{
 			Hash:   h,
 			Offset: uint32(off),
-			Length: uint32(int64(n) + int64(len(value))),
+			Length: uint32(int64(n) + int64(len(value)) + int64(len(attrs))),
 			Kind:   hdr.Kind,
 			Flags:  hdr.Flags,
 		},
 		ValueLen:    uint32(len(value)),
+		AttrLen:     uint32(len(attrs)),
 		Sum:         hdr.Sum,
 		CTime:       hdr.CTime,
 		Version:     hdr.Version,
@@ -227,6 +235,7 @@ type Value struct {
 	ClientFlags uint32
 	Value       []byte // a copy, owned by the caller
 	Length      int64  // length of the value
+	Attrs       []byte // a copy of the attributes (nil without)
 }
 
 // Lookup finds the newest record of key in the batch and copies its value. found is false if
@@ -242,6 +251,10 @@ func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found boo
 	if withValue && e.ValueLen > 0 {
 		v.Value = make([]byte, e.ValueLen)
 		b.copyAt(v.Value, e.valueOff(0))
+	}
+	if e.AttrLen > 0 {
+		v.Attrs = make([]byte, e.AttrLen)
+		b.copyAt(v.Attrs, e.valueOff(int64(e.ValueLen)))
 	}
 	return v, true
 }
@@ -283,7 +296,7 @@ func (b *Batch) find(h uint64, key []byte) (Entry, bool) {
 	return e, true
 }
 
-func (e *Entry) keyLen() int { return int(e.Length-e.ValueLen) - record.HeaderSize }
+func (e *Entry) keyLen() int { return int(e.Length-e.ValueLen-e.AttrLen) - record.HeaderSize }
 
 // valueOff is the stream offset of byte off of the entry's value.
 func (e *Entry) valueOff(off int64) int64 {
@@ -354,8 +367,7 @@ func (b *Batch) Key(i int) []byte {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	e := b.entries[i]
-	var hk [record.HeaderSize + record.MaxKeyLen]byte
-	n := int(e.Length-e.ValueLen) - record.HeaderSize
-	b.copyAt(hk[:record.HeaderSize+n], int64(e.Offset))
-	return append([]byte(nil), hk[record.HeaderSize:record.HeaderSize+n]...)
+	key := make([]byte, e.keyLen())
+	b.copyAt(key, int64(e.Offset)+record.HeaderSize)
+	return key
 }

@@ -15,7 +15,7 @@ func put(t *testing.T, b *Batch, key string, value []byte, copyValue bool) {
 	if !b.Fits(hdr.Len()) {
 		t.Fatalf("%s does not fit", key)
 	}
-	b.Append(record.KeyHash([]byte(key)), hdr, []byte(key), value, copyValue)
+	b.Append(record.KeyHash([]byte(key)), hdr, []byte(key), value, nil, copyValue)
 }
 
 // stream concatenates the buffers Seal returns: the bytes a segment receives.
@@ -87,7 +87,7 @@ func TestFitsBoundsSize(t *testing.T) {
 		if !b.Fits(hdr.Len()) {
 			break
 		}
-		b.Append(uint64(n+1), hdr, []byte("key"), v, true)
+		b.Append(uint64(n+1), hdr, []byte("key"), v, nil, true)
 		n++
 	}
 	if per := int(record.HeaderSize) + 3 + 1000; b.Size() > 64<<10 || n != 64<<10/per {
@@ -108,7 +108,7 @@ func BenchmarkAppend(b *testing.B) {
 				if !bt.Fits(hdr.Len()) {
 					bt.Reset()
 				}
-				bt.Append(uint64(i)|1, hdr, key, v, true)
+				bt.Append(uint64(i)|1, hdr, key, v, nil, true)
 			}
 		})
 	}

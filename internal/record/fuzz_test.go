@@ -90,6 +90,7 @@ func recordSeeds() []seed {
 	EncodePad(pad)
 	return []seed{
 		{"put", put},
+		{"put_attrs", encodeRecord(Header{Kind: KindPut, Version: 5, AttrLen: 3, AttrCRC: CRC([]byte("a=b"))}, []byte("k"), []byte("v"))},
 		{"legacy_put", legacy},
 		{"legacy_put_flipped_flags", flip(legacy, offFlags, flagMeta)},
 		{"put_reserved", flip(put, offReserved, 0x01)},

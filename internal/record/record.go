@@ -7,8 +7,11 @@ import (
 )
 
 // HeaderSize is the size of the header of the records this build writes
-// (format 2); the key follows it, then the value.
-const HeaderSize = 56
+// (format 2); the key follows it, then the value, then the attributes.
+const HeaderSize = 64
+
+// MaxAttrLen is the most attribute bytes a record may carry.
+const MaxAttrLen = 4096
 
 // LegacyHeaderSize is the size of a format-1 record header, written by
 // earlier builds: read, never written (except by tests).
@@ -70,6 +73,8 @@ type Header struct {
 	Version     uint64 // unique per write of a cache; 0 in legacy records
 	Expires     int64  // Unix nanoseconds from which the record is a miss; 0: never
 	ClientFlags uint32 // stored for the application, never interpreted
+	AttrLen     uint32 // bytes of attributes after the value (at most MaxAttrLen)
+	AttrCRC     uint32 // CRC-32C of the attributes
 
 	// Legacy marks a format-1 header (LegacyHeaderSize bytes, no meta block).
 	Legacy bool
@@ -94,9 +99,15 @@ func SizeAt(b []byte) int64 {
 	return LegacyHeaderSize
 }
 
-// Len returns the length of the whole record: header, key and value.
+// Len returns the length of the whole record: header, key, value and attributes.
 func (h Header) Len() int64 {
-	return h.Size() + int64(h.KeyLen) + int64(h.ValueLen)
+	return h.Size() + int64(h.KeyLen) + int64(h.ValueLen) + int64(h.AttrLen)
+}
+
+// AttrOffset returns the offset of the attributes from the start of the record: they follow
+// the value, so a reader of the value never needs them first.
+func (h Header) AttrOffset() int64 {
+	return h.ValueOffset() + int64(h.ValueLen)
 }
 
 // ValueOffset returns the offset of the value from the start of the record.
@@ -104,20 +115,22 @@ func (h Header) ValueOffset() int64 {
 	return h.Size() + int64(h.KeyLen)
 }
 
-// Record header, little-endian. Format 2 (flags bit 1 set) is 56 bytes:
+// Record header, little-endian. Format 2 (flags bit 1 set) is 64 bytes:
 // the first 32 as in format 1, then the meta block. headerCRC is the
-// CRC-32C of bytes 0..28, then (format 2) bytes 32..56, then the key.
+// CRC-32C of bytes 0..28, then (format 2) bytes 32..64, then the key. The
+// attributes are covered by attrCRC (checked by CheckAttrs), the value by
+// valueCRC.
 //
 //	0        2      3       4          8            12         16                24           28           32
 //	+--------+------+-------+----------+------------+----------+-----------------+------------+------------+
 //	| magic  | kind | flags | keyLen   | valueLen   | sum      | ctime (unix ns) | valueCRC   | headerCRC  |
 //	| 0x4342 |      |       | uint32   | uint32     | uint32   | int64           | uint32     | uint32     |
 //	+--------+------+-------+----------+------------+----------+-----------------+------------+------------+
-//	32                  40                  48             52             56
-//	+-------------------+-------------------+--------------+--------------+
-//	| version (uint64)  | expires (unix ns) | client flags | reserved (0) |
-//	+-------------------+-------------------+--------------+--------------+
-//	| key (keyLen bytes) | value (valueLen bytes) |
+//	32                  40                  48             52          56          60             64
+//	+-------------------+-------------------+--------------+-----------+-----------+--------------+
+//	| version (uint64)  | expires (unix ns) | client flags | attrLen   | attrCRC   | reserved (0) |
+//	+-------------------+-------------------+--------------+-----------+-----------+--------------+
+//	| key (keyLen bytes) | value (valueLen bytes) | attributes (attrLen bytes) |
 //
 // Format 1 (flags bit 1 clear) ends at byte 32: the key follows the
 // headerCRC.
@@ -134,7 +147,9 @@ const (
 	offVersion     = 32
 	offExpires     = 40
 	offClientFlags = 48
-	offReserved    = 52
+	offAttrLen     = 52
+	offAttrCRC     = 56
+	offReserved    = 60
 )
 
 // Encode writes the header into dst[:h.Size()], with a headerCRC covering
@@ -160,6 +175,8 @@ func (h *Header) Encode(dst []byte, key []byte) {
 		binary.LittleEndian.PutUint64(dst[offVersion:], h.Version)
 		binary.LittleEndian.PutUint64(dst[offExpires:], uint64(h.Expires))
 		binary.LittleEndian.PutUint32(dst[offClientFlags:], h.ClientFlags)
+		binary.LittleEndian.PutUint32(dst[offAttrLen:], h.AttrLen)
+		binary.LittleEndian.PutUint32(dst[offAttrCRC:], h.AttrCRC)
 		binary.LittleEndian.PutUint32(dst[offReserved:], 0)
 		crc = UpdateCRC(crc, dst[offVersion:HeaderSize])
 	}
@@ -220,6 +237,8 @@ func Decode(b []byte) (h Header, key []byte, err error) {
 		h.Version = binary.LittleEndian.Uint64(b[offVersion:])
 		h.Expires = int64(binary.LittleEndian.Uint64(b[offExpires:]))
 		h.ClientFlags = binary.LittleEndian.Uint32(b[offClientFlags:])
+		h.AttrLen = binary.LittleEndian.Uint32(b[offAttrLen:])
+		h.AttrCRC = binary.LittleEndian.Uint32(b[offAttrCRC:])
 		crc = UpdateCRC(crc, b[offVersion:HeaderSize])
 	}
 	stored := binary.LittleEndian.Uint32(b[offHeaderCRC:])
@@ -229,13 +248,31 @@ func Decode(b []byte) (h Header, key []byte, err error) {
 	if !h.Legacy && binary.LittleEndian.Uint32(b[offReserved:]) != 0 {
 		return h, nil, fmt.Errorf("%w: record header", ErrReserved)
 	}
+	if h.AttrLen > MaxAttrLen || h.AttrLen > 0 && h.Kind != KindPut {
+		return h, nil, fmt.Errorf("%w: %d attribute bytes on a %v record", ErrBadLength, h.AttrLen, h.Kind)
+	}
 	return h, key, nil
 }
 
-// CheckValue checks value against h.ValueCRC (pads are not checked).
+// CheckAttrs checks the attributes attrs (h.AttrLen bytes) against h.AttrCRC.
+func CheckAttrs(h Header, attrs []byte) error {
+	if len(attrs) != int(h.AttrLen) {
+		return fmt.Errorf("%w: %d attribute bytes, the header says %d", ErrBadLength, len(attrs), h.AttrLen)
+	}
+	if computed := CRC(attrs); computed != h.AttrCRC {
+		return checksumError(ErrValueChecksum, "attributes", h.AttrCRC, computed)
+	}
+	return nil
+}
+
+// CheckValue checks value against h.ValueCRC (pads are not checked). Bytes of
+// value past h.ValueLen (the attributes, say) are not part of it.
 func CheckValue(h Header, value []byte) error {
 	if h.Kind == KindPad {
 		return nil
+	}
+	if int64(len(value)) > int64(h.ValueLen) {
+		value = value[:h.ValueLen]
 	}
 	if computed := CRC(value); computed != h.ValueCRC {
 		return checksumError(ErrValueChecksum, "value", h.ValueCRC, computed)

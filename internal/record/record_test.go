@@ -97,8 +97,12 @@ func TestRecordRoundTrip(t *testing.T) {
 			if err := CheckValue(h, b[h.ValueOffset():]); err != nil {
 				t.Fatal(err)
 			}
-			if err := CheckValue(h, append([]byte{1}, tc.value...)); !errors.Is(err, ErrValueChecksum) {
-				t.Fatalf("CheckValue of another value = %v, want ErrValueChecksum", err)
+			if len(tc.value) > 0 {
+				other := append([]byte(nil), tc.value...)
+				other[0] ^= 1
+				if err := CheckValue(h, other); !errors.Is(err, ErrValueChecksum) {
+					t.Fatalf("CheckValue of another value = %v, want ErrValueChecksum", err)
+				}
 			}
 		})
 	}
@@ -268,6 +272,40 @@ func TestPadLen(t *testing.T) {
 		}
 		if got != 0 && (got < HeaderSize || (tc.off+got)%a != 0) {
 			t.Errorf("PadLen(%d) = %d: not a pad ending on a boundary", tc.off, got)
+		}
+	}
+}
+
+func TestAttrs(t *testing.T) {
+	attrs := []byte("Content-Type: text/plain\n")
+	h := Header{Kind: KindPut, KeyLen: 1, ValueLen: 3, ValueCRC: CRC([]byte("abc")), AttrLen: uint32(len(attrs)), AttrCRC: CRC(attrs)}
+	b := make([]byte, h.Len())
+	h.Encode(b, []byte("k"))
+	copy(b[HeaderSize:], "k")
+	copy(b[h.ValueOffset():], "abc")
+	copy(b[h.AttrOffset():], attrs)
+	got, _, err := Decode(b)
+	if err != nil || got != h || got.Len() != int64(len(b)) {
+		t.Fatalf("Decode = %+v, %v", got, err)
+	}
+	if err := CheckValue(got, b[got.ValueOffset():]); err != nil {
+		t.Fatalf("CheckValue with the attributes behind the value: %v", err)
+	}
+	if err := CheckAttrs(got, b[got.AttrOffset():]); err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := CheckAttrs(got, b[got.AttrOffset():]); !errors.Is(err, ErrValueChecksum) {
+		t.Fatalf("CheckAttrs of damaged attributes = %v", err)
+	}
+	for _, bad := range []Header{
+		{Kind: KindPut, AttrLen: MaxAttrLen + 1},
+		{Kind: KindDelete, AttrLen: 1},
+	} {
+		b := make([]byte, HeaderSize)
+		bad.Encode(b, nil)
+		if _, _, err := Decode(b); !errors.Is(err, ErrBadLength) {
+			t.Fatalf("Decode of %+v = %v, want ErrBadLength", bad, err)
 		}
 	}
 }

@@ -84,13 +84,23 @@ func repairSegment(body []byte) []byte {
 		kind := record.Kind(b[2])
 		keyLen := int64(binary.LittleEndian.Uint32(b[4:]))
 		valueLen := int64(binary.LittleEndian.Uint32(b[8:]))
-		end := hs + keyLen + valueLen
+		var attrLen int64
+		if hs > record.LegacyHeaderSize {
+			if int64(len(b)) < hs {
+				break
+			}
+			attrLen = int64(binary.LittleEndian.Uint32(b[52:]))
+		}
+		end := hs + keyLen + valueLen + attrLen
 		if kind < record.KindPut || kind > record.KindPad || keyLen > record.MaxKeyLen || end > int64(len(b)) {
 			break
 		}
 		crc := uint32(0)
 		if kind != record.KindPad {
-			crc = record.CRC(b[hs+keyLen : end])
+			crc = record.CRC(b[hs+keyLen : end-attrLen])
+		}
+		if attrLen > 0 {
+			binary.LittleEndian.PutUint32(b[56:], record.CRC(b[end-attrLen:end]))
 		}
 		binary.LittleEndian.PutUint32(b[24:], crc)
 		hcrc := record.CRC(b[:28])

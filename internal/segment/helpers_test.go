@@ -102,8 +102,8 @@ func checkDamagedAt(t testing.TB, f vfs.File, e Entry, h record.Header) {
 	if err != nil || dh != h || dh.Len() != int64(e.Length) || record.KeyHash(dkey) != e.Hash {
 		t.Fatalf("damaged record at %d: %v, or the entry does not describe it", e.Offset, err)
 	}
-	if record.CheckValue(dh, b[dh.ValueOffset():]) == nil {
-		t.Fatalf("Scan called a record at %d damaged, but its value checks", e.Offset)
+	if record.CheckValue(dh, b[dh.ValueOffset():]) == nil && record.CheckAttrs(dh, b[dh.AttrOffset():]) == nil {
+		t.Fatalf("Scan called a record at %d damaged, but its value and attributes check", e.Offset)
 	}
 }
 
@@ -121,6 +121,9 @@ func checkRecordAt(t testing.TB, f vfs.File, e Entry, h record.Header, key []byt
 	}
 	if err := record.CheckValue(dh, b[dh.ValueOffset():]); err != nil {
 		t.Fatalf("Scan handed over a record at %d with a bad value: %v", e.Offset, err)
+	}
+	if err := record.CheckAttrs(dh, b[dh.AttrOffset():]); err != nil {
+		t.Fatalf("Scan handed over a record at %d with bad attributes: %v", e.Offset, err)
 	}
 	if dh != h || !bytes.Equal(dkey, key) || dh.Len() != int64(e.Length) || e.Hash != record.KeyHash(key) || e.Kind != h.Kind || e.Flags != h.Flags {
 		t.Fatalf("Scan's entry %+v / header %+v / key %q disagree with the record on disk", e, h, key)

@@ -111,12 +111,17 @@ func Scan(f vfs.File, size int64, fn func(e Entry, h record.Header, key []byte) 
 		}
 		if h.Kind != record.KindPad {
 			key = append(key[:0], k...) // k lives in the window, which reading the value moves
-			crc, err := s.crc(end-int64(h.ValueLen), end)
+			attrs := end - int64(h.AttrLen)
+			crc, err := s.crc(attrs-int64(h.ValueLen), attrs)
+			var acrc uint32
+			if err == nil && h.AttrLen > 0 {
+				acrc, err = s.crc(attrs, end)
+			}
 			if err != nil {
 				res.Err = err
 				return res
 			}
-			if crc != h.ValueCRC {
+			if crc != h.ValueCRC || acrc != h.AttrCRC {
 				// The header and key check, so the record's length can be trusted: step over
 				// it and go on, so one bad value (or a record the cache freed) does not cost
 				// the records after it.
@@ -127,7 +132,8 @@ func Scan(f vfs.File, size int64, fn func(e Entry, h record.Header, key []byte) 
 				}
 				if !freed {
 					bad = append(bad, skip{off, end, corrupted(s.name, off,
-						fmt.Errorf("%w: value stored %#08x, computed %#08x", record.ErrValueChecksum, h.ValueCRC, crc)),
+						fmt.Errorf("%w: value stored %#08x, computed %#08x; attributes stored %#08x, computed %#08x",
+							record.ErrValueChecksum, h.ValueCRC, crc, h.AttrCRC, acrc)),
 						Entry{Hash: record.KeyHash(key), Offset: uint32(off), Length: uint32(h.Len()), Kind: record.KindDelete}, h})
 				}
 				off = end

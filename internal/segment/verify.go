@@ -76,6 +76,9 @@ func CheckRecord(b []byte, e Entry) error {
 		if err := record.CheckValue(h, b[h.ValueOffset():]); err != nil {
 			return err
 		}
+		if err := record.CheckAttrs(h, b[h.AttrOffset():]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
