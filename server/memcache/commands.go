@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache"
-	"github.com/seed57392e9e/blobcache/server/item"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -65,16 +64,29 @@ func (c *conn) command() error {
 	op := "other"
 	result := "ok"
 	switch name {
-	case "get", "gets":
+	case "get", "gets", "gat", "gats":
 		op = name
-		if ll != nil {
-			result, err = c.getLong(ll, name == "gets")
-		} else {
-			result, err = c.get(c.toks[1:], name == "gets")
+		withCAS := name == "gets" || name == "gats"
+		switch {
+		case ll != nil:
+			result, err = c.getLong(ll, withCAS, name == "gat" || name == "gats")
+		case name == "gat" || name == "gats":
+			result, err = c.gat(c.toks, withCAS)
+		default:
+			result, err = c.get(c.toks[1:], withCAS, false, 0)
 		}
-	case "set":
-		op = "set"
-		result, err = c.set(c.toks)
+	case "set", "add", "replace", "append", "prepend", "cas":
+		op = name
+		result, err = c.storeCommand(name, c.toks)
+	case "incr", "decr":
+		op = name
+		result = c.arithmetic(name, c.toks)
+	case "touch":
+		op = "touch"
+		result = c.touch(c.toks)
+	case "flush_all":
+		op = "flush_all"
+		result = c.flushAll(c.toks)
 	case "delete":
 		op = "delete"
 		result, err = c.delete(c.toks)
@@ -87,6 +99,12 @@ func (c *conn) command() error {
 	case "md":
 		op = "md"
 		result, err = c.metaDelete(c.toks)
+	case "ma":
+		op = "ma"
+		result, err = c.metaArithmetic(c.toks)
+	case "me":
+		op = "me"
+		result = c.metaDebug(c.toks)
 	case "mn":
 		op = "mn"
 		c.w.WriteString("MN\r\n")
@@ -100,37 +118,6 @@ func (c *conn) command() error {
 		result = c.writeStats(c.toks[1:])
 	case "quit":
 		return errQuit
-	case "add", "replace", "append", "prepend", "cas":
-		// Storage commands with a data block: read past it so the connection stays in step.
-		result = "unsupported"
-		c.noreply(c.toks)
-		var n int64
-		ok := len(c.toks) >= 5
-		if ok {
-			n, ok = parseLength(c.toks[4])
-		}
-		if !ok {
-			c.clientError("bad command line format")
-			return errors.New("memcache: unreadable data length")
-		}
-		if err := c.swallow(n); err != nil {
-			return err
-		}
-		c.serverError(name + " is not supported by blobcache")
-	case "incr", "decr", "touch", "flush_all":
-		result = "unsupported"
-		c.noreply(c.toks)
-		c.serverError(name + " is not supported by blobcache")
-	case "gat", "gats":
-		// No noreply: memcached takes that for a key. A long line is read to its end.
-		result = "unsupported"
-		if ll != nil {
-			err = ll.skip()
-		}
-		c.serverError(name + " is not supported by blobcache")
-	case "ma", "me":
-		result = "unsupported"
-		c.serverError(name + " is not supported by blobcache")
 	default:
 		result = "unknown"
 		c.w.WriteString("ERROR\r\n")
@@ -184,9 +171,27 @@ func cutSpace(b []byte) (before, after []byte, found bool) {
 // and kept across restarts (blobcache.BlobInfo.Version).
 func cas(info store.Info) uint64 { return info.Version }
 
-// get answers get and gets: a VALUE block per hit, then END. A bad key is answered with
-// CLIENT_ERROR alone, as in memcached.
-func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
+// gat answers "gat|gats <exptime> <key>*".
+func (c *conn) gat(toks [][]byte, withCAS bool) (string, error) {
+	if len(toks) < 2 {
+		c.w.WriteString("ERROR\r\n")
+		return "error", nil
+	}
+	exptime, ok := c.gatExptime(toks[1])
+	if !ok {
+		return "error", nil
+	}
+	if len(toks) == 2 {
+		c.w.WriteString("END\r\n") // no keys: memcached answers END
+		return "miss", nil
+	}
+	return c.get(toks[2:], withCAS, true, c.expiresFor(exptime))
+}
+
+// get answers get and gets, and with touch gat and gats (setting each item's expiry to
+// expires): a VALUE block per hit, then END. A bad key is answered with CLIENT_ERROR alone, as
+// in memcached.
+func (c *conn) get(keys [][]byte, withCAS, touch bool, expires int64) (string, error) {
 	if len(keys) == 0 {
 		c.w.WriteString("ERROR\r\n")
 		return "error", nil
@@ -199,7 +204,7 @@ func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
 	}
 	result := "hit"
 	for _, k := range keys {
-		found, err := c.getOne(k, withCAS)
+		found, err := c.getOne(k, withCAS, touch, expires)
 		if err != nil {
 			return "error", err
 		}
@@ -215,9 +220,26 @@ func (c *conn) get(keys [][]byte, withCAS bool) (string, error) {
 // line is read. A bad key ends the answer with CLIENT_ERROR after the values of the keys before
 // it, which are already sent (memcached holds the whole line, and sends the error alone); the
 // rest of the line is read past.
-func (c *conn) getLong(l *longLine, withCAS bool) (string, error) {
+func (c *conn) getLong(l *longLine, withCAS, touch bool) (string, error) {
 	result := "hit"
 	n := 0
+	var expires int64
+	if touch {
+		tok, err := l.next()
+		if err != nil {
+			return "error", err
+		}
+		if tok == nil {
+			c.w.WriteString("ERROR\r\n")
+			return "error", nil
+		}
+		exptime, ok := c.gatExptime(tok)
+		if !ok {
+			return "error", l.skip()
+		}
+		expires = c.expiresFor(exptime)
+		n = 1 // gat with an exptime and no key answers END
+	}
 	for ; ; n++ {
 		k, err := l.next()
 		if err != nil {
@@ -233,7 +255,7 @@ func (c *conn) getLong(l *longLine, withCAS bool) (string, error) {
 			c.clientError("bad command line format")
 			return "error", nil
 		}
-		found, err := c.getOne(k, withCAS)
+		found, err := c.getOne(k, withCAS, touch, expires)
 		if err != nil {
 			return "error", err
 		}
@@ -249,10 +271,15 @@ func (c *conn) getLong(l *longLine, withCAS bool) (string, error) {
 	return result, nil
 }
 
-// getOne writes the VALUE block of key k if the cache has it. An error means part of the value
-// is out and the connection must close.
-func (c *conn) getOne(k []byte, withCAS bool) (bool, error) {
-	c.s.stats.cmdGet.Add(1)
+// getOne writes the VALUE block of key k if the cache has it, and with touch then sets its
+// expiry (as memcached's gat, which answers with the item it touched, even one it expires). An
+// error means part of the value is out and the connection must close.
+func (c *conn) getOne(k []byte, withCAS, touch bool, expires int64) (bool, error) {
+	if touch {
+		c.s.stats.cmdTouch.Add(1)
+	} else {
+		c.s.stats.cmdGet.Add(1)
+	}
 	began := false
 	found, err := c.s.st.Get(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
 		began = true
@@ -278,96 +305,23 @@ func (c *conn) getOne(k []byte, withCAS bool) (bool, error) {
 		found = false
 	}
 	if !found {
-		c.s.stats.getMisses.Add(1)
+		if touch {
+			c.s.stats.touchMisses.Add(1)
+		} else {
+			c.s.stats.getMisses.Add(1)
+		}
 		return false, nil
 	}
-	c.s.stats.getHits.Add(1)
 	c.w.WriteString("\r\n")
+	if !touch {
+		c.s.stats.getHits.Add(1)
+		return true, nil
+	}
+	c.s.stats.touchHits.Add(1)
+	if _, err := c.s.st.Touch(c.s.ctx, k, expires); err != nil {
+		c.s.log.Error("memcache gat: cannot touch", "key", fmt.Sprintf("%q", k), "err", err)
+	}
 	return true, nil
-}
-
-// set answers "set <key> <flags> <exptime> <bytes> [noreply]". As in memcached, a sixth token
-// other than noreply is ignored.
-func (c *conn) set(toks [][]byte) (string, error) {
-	c.s.stats.cmdSet.Add(1)
-	if len(toks) != 5 && len(toks) != 6 {
-		c.clientError("bad command line format")
-		return "error", errors.New("memcache: unreadable set command")
-	}
-	c.noreply(toks)
-	n, ok := parseLength(toks[4])
-	if !ok {
-		c.clientError("bad command line format")
-		return "error", errors.New("memcache: unreadable set command")
-	}
-	flags, okF := parseUint(toks[2], 32)
-	exptime, okE := parseInt(toks[3])
-	if !okF || !okE {
-		return "error", c.refuse(n, "CLIENT_ERROR bad command line format")
-	}
-	key := toks[1]
-	if err := checkKey(key); err != nil {
-		return "error", c.refuse(n, "CLIENT_ERROR bad command line format")
-	}
-	key = append([]byte(nil), key...) // the line buffer is reused by the data read
-	res, err := c.store(key, n, uint32(flags), exptime)
-	if err != nil {
-		return "error", err
-	}
-	if res != "" {
-		c.reply(res)
-		return "error", nil
-	}
-	c.reply("STORED")
-	return "stored", nil
-}
-
-// refuse reads past a data block of n bytes and answers line.
-func (c *conn) refuse(n int64, line string) error {
-	if err := c.swallow(n); err != nil {
-		return err
-	}
-	c.reply(line)
-	return nil
-}
-
-// store reads a data block of n bytes and stores it under key. It returns an error line to
-// answer (the block was read), or an error that closes the connection (nothing was stored).
-func (c *conn) store(key []byte, n int64, flags uint32, exptime int64) (string, error) {
-	if n > c.s.st.MaxValueSize() {
-		c.s.stats.tooLarge.Add(1)
-		return "SERVER_ERROR object too large for cache", c.swallow(n)
-	}
-	v, err := c.s.st.Reserve(c.s.ctx, n)
-	if err != nil {
-		c.s.cfg.Metrics.Busy("memcache")
-		return "SERVER_ERROR busy, try again", c.swallow(n)
-	}
-	defer v.Release()
-	expires, live := item.ExpiresAt(exptime, c.s.st.Now())
-	if !live {
-		// Stored already expired: memcached's way to delete.
-		if err := c.swallow(n); err != nil {
-			return "", err
-		}
-		c.s.stats.bytesRead.Add(uint64(n))
-		err = c.s.st.Delete(key)
-	} else {
-		// The data block streams into the cache; one cut short or not ending in "\r\n" stores
-		// nothing and closes the connection.
-		_, err = c.s.st.Put(key, v, c.dataBlock(n), item.Meta{Flags: flags, Expires: expires}, blobcache.Precondition{})
-		var re *store.ReadError
-		if errors.As(err, &re) {
-			return "", re.Err
-		}
-	}
-	if err != nil {
-		return storeError(err), nil
-	}
-	if live {
-		c.s.stats.totalItems.Add(1)
-	}
-	return "", nil
 }
 
 func storeError(err error) string {
@@ -487,10 +441,21 @@ func (c *conn) generalStats() {
 	c.stat("total_connections", s.stats.totalConns.Load())
 	c.stat("cmd_get", s.stats.cmdGet.Load())
 	c.stat("cmd_set", s.stats.cmdSet.Load())
+	c.stat("cmd_flush", s.stats.cmdFlush.Load())
+	c.stat("cmd_touch", s.stats.cmdTouch.Load())
 	c.stat("get_hits", s.stats.getHits.Load())
 	c.stat("get_misses", s.stats.getMisses.Load())
 	c.stat("delete_misses", s.stats.deleteMisses.Load())
 	c.stat("delete_hits", s.stats.deleteHits.Load())
+	c.stat("incr_misses", s.stats.incrMisses.Load())
+	c.stat("incr_hits", s.stats.incrHits.Load())
+	c.stat("decr_misses", s.stats.decrMisses.Load())
+	c.stat("decr_hits", s.stats.decrHits.Load())
+	c.stat("cas_misses", s.stats.casMisses.Load())
+	c.stat("cas_hits", s.stats.casHits.Load())
+	c.stat("cas_badval", s.stats.casBadval.Load())
+	c.stat("touch_hits", s.stats.touchHits.Load())
+	c.stat("touch_misses", s.stats.touchMisses.Load())
 	c.stat("store_too_large", s.stats.tooLarge.Load())
 	c.stat("auth_cmds", s.stats.authCmds.Load())
 	c.stat("auth_errors", s.stats.authErrors.Load())
@@ -532,7 +497,7 @@ func (c *conn) settingsStats() {
 	c.stat("auth_enabled_sasl", "no")
 	c.stat("auth_enabled_ascii", yesNo(s.cfg.Token != ""))
 	c.stat("item_size_max", s.st.MaxValueSize())
-	c.stat("flush_enabled", "no")
+	c.stat("flush_enabled", "yes")
 	c.stat("idle_timeout", int64(s.cfg.IdleTimeout/time.Second))
 	c.stat("blobcache_max_line_bytes", s.cfg.MaxLineBytes)
 	c.stat("blobcache_read_timeout", int64(s.cfg.ReadTimeout/time.Second))

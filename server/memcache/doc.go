@@ -1,14 +1,19 @@
 // Package memcache serves BlobCache over the memcached text protocol, so that every memcached
 // client and proxy (twemproxy, mcrouter) can use it.
 //
-// Commands: get, gets, set, delete, version, stats, verbosity, quit, and the meta commands mg,
-// ms, md, mn. Values are binary-safe; keys are 1 to 250 bytes without spaces or control bytes,
-// or any bytes with the meta commands' b flag (base64). Client flags and expiry times are
-// kept with the value (package item), so a get returns the flags that were set and an expired
-// item is a miss. Commands the cache cannot honour yet (add, replace, append, prepend, cas,
-// incr, decr, touch, gat, gats, flush_all, ma, me) are answered with SERVER_ERROR, after their
-// data block or their line is read, so the connection stays usable. The binary protocol is
-// answered with a CLIENT_ERROR line and the connection closed.
+// Commands: get, gets, gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr,
+// touch, flush_all, version, stats, verbosity, quit, and the meta commands mg, ms, md, ma, mn
+// and me, answered as memcached 1.6 answers them. Values are binary-safe; keys are 1 to 250
+// bytes without spaces or control bytes, or any bytes with the meta commands' b flag (base64).
+// Client flags, expiry and the cas value are the record's (its flags, expiry and version), so a
+// get returns the flags that were set and an expired item is a miss.
+//
+// Conditional writes are atomic against every other writer, on any connection: add, replace
+// and cas are the library's preconditions (IfAbsent, IfPresent, IfVersion), and append,
+// prepend, incr, decr and ma are read-modify-writes that retry on a concurrent write
+// (store.Update). The meta recache marks (W, Z, X) have no room in the record and are kept in
+// memory by version (itemMarks); mg's h and l are refused (reads are not tracked). The binary
+// protocol is answered with a CLIENT_ERROR line and the connection closed.
 //
 // Errors follow memcached: ERROR for an unknown command, CLIENT_ERROR for a malformed one,
 // SERVER_ERROR when the server cannot do it. A command whose last token is noreply is not

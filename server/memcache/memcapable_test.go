@@ -20,21 +20,7 @@ import (
 // "ascii add noreply", "ascii replace noreply" and "ascii cas noreply" pass although those
 // commands are not supported: with noreply nothing is answered, and memcapable checks no more
 // than that the connection stays in step.
-var memcapableFailing = map[string]string{
-	"ascii flush":           notYet + " (flush_all)",
-	"ascii flush noreply":   notYet + " (flush_all)",
-	"ascii add":             notYet,
-	"ascii replace":         notYet,
-	"ascii cas":             notYet,
-	"ascii incr":            notYet,
-	"ascii incr noreply":    notYet,
-	"ascii decr":            notYet,
-	"ascii decr noreply":    notYet,
-	"ascii append":          notYet,
-	"ascii append noreply":  notYet,
-	"ascii prepend":         notYet,
-	"ascii prepend noreply": notYet,
-}
+var memcapableFailing = map[string]string{}
 
 // TestMemcapable runs memcapable -a (Debian package libmemcached-tools, where the binary is
 // memccapable) against the server and checks its verdicts against memcapableFailing.

@@ -97,3 +97,20 @@ func parseLength(t []byte) (int64, bool) {
 	v, ok := parseUint(t, 63)
 	return int64(v), ok
 }
+
+// parseInt32 parses a token the way memcached's safe_strtol does for exptimes and TTLs: an
+// optional sign and decimal digits that fit in 64 bits, kept to their low 32 bits (memcached
+// stores the result in an int32_t).
+func parseInt32(t []byte) (int64, bool) {
+	if len(t) > 0 && t[0] == '+' {
+		t = t[1:]
+		if len(t) > 0 && (t[0] == '-' || t[0] == '+') {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(string(t), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return int64(int32(v)), true
+}

@@ -84,7 +84,13 @@ type Server struct {
 		deleteHits, deleteMisses, totalItems, tooLarge atomic.Uint64
 		authCmds, authErrors, idleKicks                atomic.Uint64
 		bytesRead, bytesWritten                        atomic.Uint64
+		cmdTouch, touchHits, touchMisses, cmdFlush     atomic.Uint64
+		incrHits, incrMisses, decrHits, decrMisses     atomic.Uint64
+		casHits, casMisses, casBadval                  atomic.Uint64
 	}
+
+	// marks are the meta protocol's win and stale marks (see itemMarks).
+	marks itemMarks
 }
 
 // New returns a Server over st.
