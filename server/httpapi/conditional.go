@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -148,3 +149,32 @@ func failedPrecondition(err error) bool {
 
 // lastModified is the Last-Modified of an item.
 func lastModified(info store.Info) string { return info.Created.UTC().Format(http.TimeFormat) }
+
+// A blob's HTTP attributes are kept with it (store.PutAttrs) as header lines, "Name: value\n".
+// Only Content-Type is kept for now.
+
+// requestAttrs are the attributes a PUT stores: its Content-Type, unless it is the default.
+func requestAttrs(r *http.Request) (string, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" || ct == defaultContentType {
+		return "", nil
+	}
+	attrs := "Content-Type: " + ct + "\n"
+	if len(attrs) > blobcache.MaxAttrLen {
+		return "", fmt.Errorf("Content-Type of %d bytes: at most %d are kept", len(ct), blobcache.MaxAttrLen-len("Content-Type: \n"))
+	}
+	return attrs, nil
+}
+
+// defaultContentType is what a blob stored without one is served as.
+const defaultContentType = "application/octet-stream"
+
+// contentType is the Content-Type kept in attrs, or the default.
+func contentType(attrs string) string {
+	for line := range strings.Lines(attrs) {
+		if v, ok := strings.CutPrefix(line, "Content-Type: "); ok {
+			return strings.TrimSuffix(v, "\n")
+		}
+	}
+	return defaultContentType
+}

@@ -204,6 +204,11 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	attrs, err := requestAttrs(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	if ttl > 0 {
 		m.Expires = h.st.Now().Unix() + ttl
 	}
@@ -235,7 +240,7 @@ func (h *Handler) put(w http.ResponseWriter, r *http.Request, key []byte) {
 	}
 	defer v.Release()
 	// The body streams into the cache; a body that ends early or fails stores nothing.
-	version, err := h.st.Put(key, v, r.Body, m, cond)
+	version, err := h.st.PutAttrs(key, v, r.Body, m, attrs, cond)
 	switch {
 	case err == nil:
 	case failedPrecondition(err):
@@ -380,7 +385,7 @@ func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 		lw.reset()
 		hdr := lw.hdr
 		etag := ETag(info)
-		hdr.Set("Content-Type", "application/octet-stream")
+		hdr.Set("Content-Type", contentType(info.Attrs))
 		hdr.Set("Accept-Ranges", "bytes")
 		if etag != "" {
 			hdr.Set("ETag", etag)

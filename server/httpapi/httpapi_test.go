@@ -722,3 +722,25 @@ func TestConditionalPutRace(t *testing.T) {
 		t.Fatalf("%d created, %d refused", created.Load(), refused.Load())
 	}
 }
+
+// TestContentType: a PUT's Content-Type is stored with the blob and served back, for a small
+// blob and a streamed one; a blob stored without one is application/octet-stream.
+func TestContentType(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	for _, size := range []int{5, 3 << 20} {
+		key := fmt.Sprint("typed", size)
+		body := randomBytes(uint64(size), size)
+		e.expect("PUT", key, body, http.StatusCreated, "Content-Type", "image/png")
+		for _, method := range []string{"GET", "HEAD"} {
+			resp, got := e.do(method, key, nil)
+			if resp.Header.Get("Content-Type") != "image/png" || (method == "GET" && !bytes.Equal(got, body)) {
+				t.Fatalf("%s %s: Content-Type %q, %d bytes", method, key, resp.Header.Get("Content-Type"), len(got))
+			}
+		}
+		e.expect("PUT", key, body, http.StatusNoContent)
+		if resp, _ := e.do("GET", key, nil); resp.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("%s rewritten without a type: %q", key, resp.Header.Get("Content-Type"))
+		}
+	}
+	e.expect("PUT", "k", []byte("v"), http.StatusBadRequest, "Content-Type", strings.Repeat("x", 5000))
+}

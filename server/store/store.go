@@ -180,6 +180,12 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // *ReadError. A failed precondition returns blobcache.ErrExists or blobcache.ErrNotFound (or
 // blobcache.ErrConflict, for a payload that streamed while another write of the key landed).
 func (s *Store) Put(key []byte, v *Value, r io.Reader, m item.Meta, cond blobcache.Precondition) (uint64, error) {
+	return s.PutAttrs(key, v, r, m, "", cond)
+}
+
+// PutAttrs is Put with attributes stored beside the payload (blobcache.PutOptions.Attrs; the
+// HTTP front end keeps the Content-Type there), returned in Info.Attrs.
+func (s *Store) PutAttrs(key []byte, v *Value, r io.Reader, m item.Meta, attrs string, cond blobcache.Precondition) (uint64, error) {
 	t := time.Now()
 	defer func() { s.m.ObservePut(time.Since(t)) }()
 	cr := &clientReader{r: r}
@@ -191,7 +197,9 @@ func (s *Store) Put(key []byte, v *Value, r io.Reader, m item.Meta, cond blobcac
 			return 0, &ReadError{err}
 		}
 	}
-	version, err := s.c.PutFromWith(key, cr, v.n, putOptions(m, cond))
+	o := putOptions(m, cond)
+	o.Attrs = attrs
+	version, err := s.c.PutFromWith(key, cr, v.n, o)
 	if cr.err != nil {
 		return 0, &ReadError{cr.err}
 	}
@@ -293,11 +301,11 @@ func (s *Store) Update(ctx context.Context, key []byte, fn func(payload []byte, 
 		if err != nil {
 			return Info{}, err
 		}
-		version, err := s.Put(key, v, bytes.NewReader(payload), m, blobcache.IfVersion(cur.Version))
+		version, err := s.PutAttrs(key, v, bytes.NewReader(payload), m, cur.Attrs, blobcache.IfVersion(cur.Version))
 		v.Release()
 		switch {
 		case err == nil:
-			return Info{Meta: m, Size: int64(len(payload)), BlobSize: int64(len(payload)), Version: version}, nil
+			return Info{Meta: m, Size: int64(len(payload)), BlobSize: int64(len(payload)), Version: version, Attrs: cur.Attrs}, nil
 		case errors.Is(err, blobcache.ErrExists), errors.Is(err, blobcache.ErrConflict):
 			continue // written meanwhile: again, on the newer item
 		}
@@ -330,6 +338,7 @@ type Info struct {
 	// and the ETag.
 	Version uint64
 	Created time.Time // when it was stored
+	Attrs   string    // as given to PutAttrs
 }
 
 // Plan is what a Get does once it knows the item: write the payload bytes [Off, Off+N) to W.
@@ -566,7 +575,7 @@ func (d *decoder) start() error {
 	}
 	size := d.blobSize - d.hdr
 	plan, err := d.begin(Info{Meta: m, Size: size, BlobSize: d.blobSize, Sum: d.sum, HasSum: d.hasSum,
-		Version: d.info.Version, Created: d.info.Created})
+		Version: d.info.Version, Created: d.info.Created, Attrs: d.info.Attrs})
 	if err != nil {
 		return err
 	}
