@@ -275,15 +275,6 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 			_, err = s.rd.ReadAt(want, recOff+hk+off)
 		}
 	}
-	if err == nil {
-		if hdr, _, derr := record.Decode(sc.hk[:hk]); derr == nil {
-			// The value's true length: attributes after it were read into p as scratch.
-			want = clampTo(p, off, int64(hdr.ValueLen))
-			if hdr.Legacy && len(want) > 0 {
-				_, err = s.rd.ReadAt(want, recOff+hdr.ValueOffset()+off)
-			}
-		}
-	}
 	if !l.stillAt() {
 		return 0, openRetry, nil
 	}
@@ -294,6 +285,17 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	hdr, ok := l.checkHeader(sc.hk[:hk])
 	if !ok || !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
 		return 0, openMiss, nil
+	}
+	// The value's true length: attributes after it were read into p as scratch.
+	want = clampTo(p, off, int64(hdr.ValueLen))
+	if hdr.Legacy && len(want) > 0 {
+		if _, err := s.rd.ReadAt(want, recOff+hdr.ValueOffset()+off); err != nil {
+			c.stats.readErrors.Add(1)
+			return 0, openHit, fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)
+		}
+		if !l.stillAt() {
+			return 0, openRetry, nil
+		}
 	}
 	vlen := int64(hdr.ValueLen)
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
