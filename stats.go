@@ -11,6 +11,7 @@ type Stats struct {
 	Segments     int   // live segment files
 	DiskBytes    int64 // disk space of the segments (allocated bytes; holes excluded)
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
+	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
 
 	Hits                uint64
 	Misses              uint64
@@ -21,6 +22,7 @@ type Stats struct {
 	PutWaits            uint64 // times a Put waited for a write buffer (backpressure)
 	RoomWaits           uint64 // times a write waited for the oldest segment's seal to evict it under MaxSize
 	StreamsOutrun       uint64 // PutFrom calls that failed with ErrOutrun
+	BufferReleases      uint64 // times the writer, idle, let go of its write buffers
 	Expired             uint64 // reads that found the key's blob expired (each a miss)
 	Invalidated         uint64 // reads that found the key's blob invalidated by InvalidateAll (each a miss)
 	Invalidations       uint64 // InvalidateAll calls
@@ -66,6 +68,7 @@ type counters struct {
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
+	bufferReleases                        atomic.Uint64
 	corrupt, tornTails, orphans, rebuilds atomic.Uint64
 }
 
@@ -81,6 +84,7 @@ func (c *Cache) Stats() Stats {
 		PutWaits:           c.stats.putWaits.Load(),
 		RoomWaits:          c.stats.roomWaits.Load(),
 		StreamsOutrun:      c.stats.streamsOutrun.Load(),
+		BufferReleases:     c.stats.bufferReleases.Load(),
 		Expired:            c.stats.expired.Load(),
 		Invalidated:        c.stats.invalidated.Load(),
 		Invalidations:      c.stats.invalidations.Load(),
@@ -109,6 +113,7 @@ func (c *Cache) Stats() Stats {
 	s.Segments = len(c.segs.all())
 	if c.w != nil {
 		s.PendingBytes = c.w.pendingBytes()
+		s.BufferBytes = c.w.bufferBytes()
 	}
 	f := c.bloom.Load()
 	s.BloomBytes = f.Bytes()

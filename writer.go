@@ -78,8 +78,9 @@ type writer struct {
 	// Fields below are guarded by mu.
 	open      *batch.Batch
 	openSince time.Time
-	free      []*batch.Batch
+	free      []*batch.Batch // write buffers not in use, released after idleRelease
 	allocated int
+	lastCut   time.Time // when the last batch was cut
 	closed    bool
 	failErr   error      // a flush error not yet reported to a caller
 	lastErr   error      // the last flush error
@@ -359,6 +360,7 @@ func (w *writer) cut() error {
 	}
 	b := w.open
 	w.open = nil
+	w.lastCut = time.Now()
 	bufs, n := b.Seal()
 	job, err := w.c.layout.place(w, b, bufs, n)
 	w.nextSeq++
@@ -785,6 +787,38 @@ func (w *writer) forget(keys [][]byte) {
 	w.mu.Unlock()
 }
 
+// idleRelease is how long the writer waits with nothing to write before it lets go of its
+// write buffers: FlushInterval times this.
+const idleRelease = 10
+
+// releaseIdle drops the free write buffers once nothing was written for idleRelease flush
+// intervals and nothing is in flight, so an idle cache holds its index and filter and little
+// else; the next write allocates a buffer again. The caller holds mu.
+func (w *writer) releaseIdle() {
+	if len(w.free) == 0 || w.open != nil || len(*w.live.Load()) > 0 ||
+		time.Since(w.lastCut) < idleRelease*w.c.opts.FlushInterval {
+		return
+	}
+	w.allocated -= len(w.free)
+	clear(w.free)
+	w.free = w.free[:0]
+	w.c.stats.bufferReleases.Add(1)
+}
+
+// bufferBytes is the memory the write buffers hold: the arenas of every batch allocated.
+func (w *writer) bufferBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n int64
+	for _, b := range w.free {
+		n += b.Capacity()
+	}
+	for _, b := range *w.live.Load() {
+		n += b.Capacity()
+	}
+	return n
+}
+
 // pendingBytes is the memory held by unflushed records.
 func (w *writer) pendingBytes() int64 {
 	var n int64
@@ -806,6 +840,7 @@ func (w *writer) ticker() {
 		case <-t.C:
 			w.mu.Lock()
 			w.writeStale()
+			w.releaseIdle()
 			if w.open != nil && w.open.Len() > 0 && time.Since(w.openSince) >= w.c.opts.FlushInterval {
 				if err := w.cut(); err != nil && w.failErr == nil {
 					w.failErr = err

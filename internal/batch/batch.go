@@ -62,6 +62,18 @@ func (b *Batch) Size() int64 {
 	return b.size
 }
 
+// Capacity is the memory the batch's arena holds, used or not: chunks are kept across Reset
+// (in direct mode, one buffer of the limit). Safe to call concurrently with Append.
+func (b *Batch) Capacity() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var n int64
+	for _, c := range b.chunks {
+		n += int64(len(c))
+	}
+	return n
+}
+
 // Len is the number of records appended so far.
 func (b *Batch) Len() int { return len(b.entries) }
 
