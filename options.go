@@ -37,8 +37,9 @@ type Options struct {
 	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	MaxSize int64
 
-	// SegmentSize is the size of each append-only segment file (default 256 MiB, below 4 GiB,
-	// at least WriteBufferSize+1 MiB). Larger segments mean fewer files and coarser eviction.
+	// SegmentSize is the size of each append-only segment file (below 4 GiB, at least
+	// WriteBufferSize+1 MiB). Default 256 MiB, or with MaxSize set an eighth of it (at least
+	// 4 MiB), whichever is smaller. Larger segments mean fewer files and coarser eviction.
 	SegmentSize int64
 
 	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
@@ -83,7 +84,8 @@ type Options struct {
 	// Index selects the index implementation. Default IndexHashTable.
 	Index IndexKind
 
-	// WriteBufferSize is the size of one write batch (default 16 MiB). Puts fill a batch in
+	// WriteBufferSize is the size of one write batch (default 16 MiB, or a quarter of a smaller
+	// SegmentSize, at least 64 KiB). Puts fill a batch in
 	// memory; a full batch is written to the active segment with one vectored write. Memory held
 	// by unflushed writes is bounded by WriteBufferSize*(MaxInflightBatches+1); Put blocks when it
 	// is reached. A record larger than a batch skips the buffer and is written before Put returns
@@ -134,15 +136,27 @@ const (
 	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
 	maxSegmentSize            = segment.MaxSize
+	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
 )
 
-// withDefaults returns a copy with every zero field set to its default.
+// withDefaults returns a copy with every zero field set to its default. Defaults that depend on
+// another option follow the value it was given: the segment size from MaxSize (a cache of at
+// least eight segments, so that evicting one frees at most an eighth of it), the write buffer
+// from the segment size (at most a quarter of it). Only what the caller set can contradict
+// itself (Validate).
 func (o Options) withDefaults() Options {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
+		if o.MaxSize > 0 && !o.PerBlobFiles {
+			o.SegmentSize = min(DefaultSegmentSize, max(o.MaxSize/8, minDerivedSegmentSize)&^(1<<20-1))
+		}
 	}
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
+		if !o.PerBlobFiles {
+			most := o.SegmentSize - segment.HeaderSize - (1 << 20) // what Validate allows
+			o.WriteBufferSize = max(min(DefaultWriteBufferSize, o.SegmentSize/4, most)&^(64<<10-1), 64<<10)
+		}
 	}
 	if o.MaxInflightBatches == 0 {
 		o.MaxInflightBatches = DefaultMaxInflightBatches
