@@ -235,3 +235,25 @@ func BenchmarkAddParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTestMany is BenchmarkTest for the misses, 64 hashes per TestMany call; ns/op is per
+// hash, to compare with BenchmarkRandomLoadFloor at the same size.
+func BenchmarkTestMany(b *testing.B) {
+	for _, sz := range append(smallSizes[:len(smallSizes):len(smallSizes)], benchSizes...) {
+		fx := fixture(sz.keys)
+		b.Run(sz.name+"/miss", func(b *testing.B) {
+			var out [64]bool
+			b.ReportAllocs()
+			b.ResetTimer()
+			n := 0
+			for i := 0; i < b.N; i += 64 {
+				j := i & (tableSize - 1) &^ 63
+				fx.f.TestMany(fx.miss[j:j+64], out[:])
+				if out[0] {
+					n++
+				}
+			}
+			sink.Add(int64(n))
+		})
+	}
+}

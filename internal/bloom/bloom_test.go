@@ -415,3 +415,22 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("Test allocates %v times", n)
 	}
 }
+
+func TestTestMany(t *testing.T) {
+	f := New(1000, DefaultBitsPerKey)
+	var hs []uint64
+	for i := range uint64(2000) {
+		h := i*0x9e3779b97f4a7c15 | 1
+		if i%2 == 0 {
+			f.Add(h)
+		}
+		hs = append(hs, h)
+	}
+	out := make([]bool, len(hs))
+	f.TestMany(hs, out)
+	for i, h := range hs {
+		if out[i] != f.Test(h) {
+			t.Fatalf("TestMany[%d] = %v, Test = %v", i, out[i], f.Test(h))
+		}
+	}
+}
