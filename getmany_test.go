@@ -42,6 +42,21 @@ func TestGetMany(t *testing.T) {
 			t.Fatalf("hits %v", got)
 		}
 	}
+	// MayContain never says no to a held key, and the filter turns most misses away.
+	may := make([]bool, len(keys))
+	c.MayContain(keys, may)
+	no := 0
+	for i := range keys {
+		switch {
+		case i < 300 && i%3 == 0 && i != 3 && !may[i]:
+			t.Fatalf("MayContain said no to held key %q", keys[i])
+		case !may[i]:
+			no++
+		}
+	}
+	if no < 150 || may[300] || may[301] {
+		t.Fatalf("MayContain turned %d of 203 misses away (invalid keys: %v, %v)", no, may[300], may[301])
+	}
 	stop := errors.New("stop")
 	n := 0
 	if err := c.GetMany(keys, func(int, *Reader) error { n++; return stop }); err != stop || n != 1 {

@@ -73,6 +73,33 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 	return nil, false
 }
 
+// MayContain sets out[i] to whether the cache may hold a blob under keys[i]: false is certain
+// (the bloom filter rejects the key, and no I/O was needed), true needs a lookup (a Get). The
+// keys are hashed and probed a batch at a time so that the filter's memory loads overlap (see
+// GetMany); the rejections are counted as misses once per batch. out must be at least as long
+// as keys.
+func (c *Cache) MayContain(keys [][]byte, out []bool) {
+	var hs [getManyBatch]uint64
+	for base := 0; base < len(keys); base += getManyBatch {
+		batch := keys[base:min(base+getManyBatch, len(keys))]
+		for i, k := range batch {
+			hs[i] = record.KeyHash(k)
+		}
+		may := out[base : base+len(batch)]
+		c.bloom.Load().TestMany(hs[:len(batch)], may)
+		rejected := 0
+		for i, k := range batch {
+			if len(k) == 0 || len(k) > MaxKeyLen {
+				may[i] = false
+			}
+			if !may[i] {
+				rejected++
+			}
+		}
+		c.stats.stripe(hs[0]).bloomRejects.Add(uint64(rejected))
+	}
+}
+
 // getManyBatch is how many keys GetMany hashes and probes the filter for at a time.
 const getManyBatch = 64
 
@@ -86,18 +113,12 @@ func (c *Cache) GetMany(keys [][]byte, fn func(i int, r *Reader) error) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	var hs [getManyBatch]uint64
 	var may [getManyBatch]bool
 	for base := 0; base < len(keys); base += getManyBatch {
 		batch := keys[base:min(base+getManyBatch, len(keys))]
+		c.MayContain(batch, may[:])
 		for i, k := range batch {
-			hs[i] = record.KeyHash(k)
-		}
-		c.bloom.Load().TestMany(hs[:len(batch)], may[:])
-		rejected := 0
-		for i, k := range batch {
-			if !may[i] || len(k) == 0 || len(k) > MaxKeyLen {
-				rejected++
+			if !may[i] {
 				continue
 			}
 			r, ok := c.get(k, 0, -1)
@@ -110,7 +131,6 @@ func (c *Cache) GetMany(keys [][]byte, fn func(i int, r *Reader) error) error {
 				return err
 			}
 		}
-		c.stats.stripe(hs[0]).bloomRejects.Add(uint64(rejected))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -203,7 +204,20 @@ func (c *conn) get(keys [][]byte, withCAS, touch bool, expires int64) (string, e
 		}
 	}
 	result := "hit"
-	for _, k := range keys {
+	var may []bool
+	if !touch && len(keys) > 1 {
+		// The cache's filter answers the misses of a multi-get for all keys at once.
+		c.may = slices.Grow(c.may[:0], len(keys))[:len(keys)]
+		may = c.may
+		c.s.st.MayHold(keys, may)
+	}
+	for i, k := range keys {
+		if may != nil && !may[i] {
+			c.s.stats.cmdGet.Add(1)
+			c.s.stats.getMisses.Add(1)
+			result = "miss"
+			continue
+		}
 		found, err := c.getOne(k, withCAS, touch, expires)
 		if err != nil {
 			return "error", err

@@ -213,6 +213,7 @@ type conn struct {
 
 	authed bool
 	toks   [][]byte // reused token slice
+	may    []bool   // reused by multi-gets (MayHold)
 	quiet  bool     // the command asked for noreply: nothing of its answer is written
 	carry  []byte   // a token cut by a read-buffer boundary (longLine), reused
 

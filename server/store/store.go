@@ -232,6 +232,10 @@ func (c *clientReader) Read(p []byte) (int, error) {
 // Delete removes key (whether or not it was there).
 func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
 
+// MayHold sets out[i] to whether keys[i] may have an item: false is certain, at the cost of a
+// filter probe (blobcache.MayContain; a batch of keys is probed at once).
+func (s *Store) MayHold(keys [][]byte, out []bool) { s.c.MayContain(keys, out) }
+
 // DeleteIf removes key if cond holds (blobcache.DeleteIf).
 func (s *Store) DeleteIf(key []byte, cond blobcache.Precondition) error {
 	return s.c.DeleteIf(key, cond)
