@@ -119,9 +119,8 @@ func (f *Filter) Test(h uint64) bool {
 }
 
 // TestMany sets out[i] to Test(hs[i]) for every i (out must be at least as long as hs). The
-// loads are independent of each other and nothing between them is an atomic read-modify-write,
-// so the processor overlaps their cache misses: a batch costs about one memory latency plus one
-// load per key, not one latency per key.
+// loads are independent of each other and nothing between them is an atomic read-modify-write
+// (as a per-key miss counter would be), so the processor overlaps their cache misses.
 func (f *Filter) TestMany(hs []uint64, out []bool) {
 	words := uint64(f.bits.Words())
 	out = out[:len(hs)]
