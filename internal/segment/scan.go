@@ -242,10 +242,7 @@ func (s *scanner) stop(res *ScanResult, off int64, cause error, h record.Header,
 		end += int64(h.KeyLen) // Decode checked KeyLen <= MaxKeyLen first
 	}
 	end = min(end, s.size)
-	zero, err := s.stoppedIn(off, end)
-	if err == nil && !zero {
-		zero, err = s.zeroSector(off, end)
-	}
+	zero, err := s.zeroSector(off, end)
 	if err != nil {
 		res.Err = err
 		return
@@ -265,25 +262,6 @@ func (s *scanner) zeroHeader(off int64) (bool, error) {
 		return false, err
 	}
 	return record.IsZero(b), nil
-}
-
-// stoppedIn reports whether the bytes [off, end) of a record whose header fails its checks look
-// like a write that stopped inside them: zeros from some point on, to the end of that point's
-// sector (a header's own zero fields end before its key, so a whole header and key never
-// do unless the key ends in zeros).
-func (s *scanner) stoppedIn(off, end int64) (bool, error) {
-	b, err := s.window(off, end-off)
-	if err != nil {
-		return false, err
-	}
-	k := len(b)
-	for k > 0 && b[k-1] == 0 {
-		k--
-	}
-	if k == len(b) {
-		return false, nil
-	}
-	return s.zeroSector(off+int64(k), off+int64(k)+1)
 }
 
 // zeroSector reports whether a sector overlapping [from, to) reads as zeros
