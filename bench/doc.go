@@ -9,6 +9,9 @@
 //   - harness: the phases a child process runs and the driver that starts one child per engine.
 //   - report: the markdown tables, the JSON file and the PNG charts.
 //   - memcached: a memcached text-protocol client and the load generator behind mcbench.
+//   - trace: request traces (libCacheSim's oracleGeneral, CSV, synthetic Zipf) for hit ratios.
+//   - replay: a trace replayed against BlobCache as a look-aside cache (blobcache-bench trace);
+//     scripts/libcachesim_compare.py runs libCacheSim's policies on the same traces beside it.
 //
 // The commands are cmd/blobcache-bench and cmd/mcbench; docs/BENCHMARKS.md has the commands and
 // the figures.

@@ -5,6 +5,7 @@
 //	blobcache-bench                               # every compiled-in engine, every phase
 //	blobcache-bench -quick                        # seconds: tiny data, for CI
 //	blobcache-bench -engines blobcache,pebble -phases mixed -repeat 3
+//	blobcache-bench trace -oracle t.oracleGeneral.bin -cache 0.01,0.1   # hit ratio on a trace
 //
 // RocksDB is compiled in only with -tags rocksdb (see bench/run-rocksdb.sh).
 package main
@@ -31,6 +32,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "trace" {
+		return runTrace(args[1:])
+	}
 	fs := flag.NewFlagSet("blobcache-bench", flag.ContinueOnError)
 	d := harness.DefaultConfig()
 	quick := fs.Bool("quick", false, "tiny data, seconds per engine (for CI); other flags still apply on top")

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/seed57392e9e/blobcache/bench/replay"
+	"github.com/seed57392e9e/blobcache/bench/trace"
+)
+
+const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as a look-aside cache.
+
+	blobcache-bench trace -oracle t.oracleGeneral.bin -cache 0.01,0.1
+	blobcache-bench trace -csv keys.csv -cache 64MiB
+	blobcache-bench trace -zipf 0.8 -objects 500000 -requests 2000000 -save z.bin -cache ''
+	blobcache-bench trace -zipf 1.0 -size-min 1024 -size-max 1048576 -cache 0.01
+
+Exactly one source: -oracle, -csv or -zipf. -save writes the trace as oracleGeneral (for
+libCacheSim); with -cache '' nothing is replayed.
+`
+
+// traceReport is the JSON of a trace run: what bench/scripts/libcachesim_compare.py reads.
+type traceReport struct {
+	Trace   string        `json:"trace"`
+	Summary trace.Summary `json:"summary"`
+	Runs    []traceRun    `json:"runs"`
+}
+
+type traceRun struct {
+	Cache         string  `json:"cache"`    // as asked
+	Fraction      float64 `json:"fraction"` // MaxSize over the trace's unique bytes
+	MissRatio     float64 `json:"miss_ratio"`
+	ByteMissRatio float64 `json:"byte_miss_ratio"`
+	WriteAmp      float64 `json:"write_amp"`
+	replay.Result
+}
+
+func runTrace(args []string) error {
+	fs := flag.NewFlagSet("blobcache-bench trace", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), traceUsage, "\nFlags:\n"); fs.PrintDefaults() }
+	oracle := fs.String("oracle", "", "oracleGeneral trace file (libCacheSim's 24-byte records)")
+	csvPath := fs.String("csv", "", "CSV trace file of key,size lines")
+	alpha := fs.Float64("zipf", 0, "synthetic Zipf trace with this alpha (e.g. 0.8)")
+	objects := fs.Int("objects", 500_000, "zipf: objects")
+	requests := fs.Int("requests", 2_000_000, "zipf: requests")
+	size := fs.Uint("size", 4096, "zipf: fixed object size, bytes (when -size-max is 0)")
+	sizeMin := fs.Uint("size-min", 1024, "zipf: smallest lognormal object size, bytes")
+	sizeMax := fs.Uint("size-max", 0, "zipf: largest lognormal object size, bytes (0: fixed -size)")
+	seed := fs.Uint64("seed", 1, "zipf: seed")
+	save := fs.String("save", "", "write the trace to this file as oracleGeneral")
+	name := fs.String("name", "", "the trace's name in the table (default: the file's or the zipf parameters)")
+	caches := fs.String("cache", "0.01,0.1", "cache sizes, comma-separated: a fraction of the trace's unique bytes (0.01) or bytes (64MiB, 1GiB, 20000000); '' replays nothing")
+	segments := fs.Int("segments", 16, "segments per cache: SegmentSize is MaxSize/segments (at least a write buffer plus 1 MiB)")
+	segSize := fs.Int64("segment-size", 0, "SegmentSize, bytes (0: from -segments)")
+	wbSize := fs.Int64("write-buffer", 0, "WriteBufferSize, bytes (0: an eighth of a segment, 64 KiB to 4 MiB)")
+	dir := fs.String("dir", "", "parent directory of the caches' temporary directories (default: the system's)")
+	jsonOut := fs.String("json", "", "also write every figure to this file, as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("trace: unexpected arguments %q", fs.Args())
+	}
+
+	var reqs []trace.Request
+	var err error
+	label := *name
+	switch sources := btoi(*oracle != "") + btoi(*csvPath != "") + btoi(*alpha > 0); {
+	case sources != 1:
+		return errors.New("trace: give exactly one of -oracle, -csv, -zipf")
+	case *oracle != "":
+		reqs, err = readFile(*oracle, trace.ReadOracle)
+		label = cmp(label, filepath.Base(*oracle))
+	case *csvPath != "":
+		reqs, err = readFile(*csvPath, trace.ReadCSV)
+		label = cmp(label, filepath.Base(*csvPath))
+	default:
+		z := trace.Zipf{Alpha: *alpha, Objects: *objects, Requests: *requests, Size: uint32(*size), Seed: *seed}
+		sizes := fmt.Sprintf("%d B", *size)
+		if *sizeMax > 0 {
+			z.SizeMin, z.SizeMax = uint32(*sizeMin), uint32(*sizeMax)
+			sizes = fmt.Sprintf("lognormal %d–%d B", *sizeMin, *sizeMax)
+		}
+		reqs, err = z.Generate()
+		label = cmp(label, fmt.Sprintf("zipf %.2g, %d objects, %s, %d requests, seed %d", *alpha, *objects, sizes, *requests, *seed))
+	}
+	if err != nil {
+		return err
+	}
+	if *save != "" {
+		if err := writeFile(*save, reqs); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "trace: wrote %d requests to %s\n", len(reqs), *save)
+	}
+	sum := trace.Summarize(reqs)
+	rep := traceReport{Trace: label, Summary: sum}
+	for _, cs := range split(*caches) {
+		maxSize, err := parseCacheSize(cs, sum.UniqueBytes)
+		if err != nil {
+			return err
+		}
+		seg, wb, err := replay.Geometry(maxSize, *segments)
+		if err != nil {
+			return err
+		}
+		if *segSize > 0 {
+			seg = *segSize
+		}
+		if *wbSize > 0 {
+			wb = *wbSize
+		}
+		res, err := replay.Run(reqs, replay.Config{
+			Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
+		})
+		if err != nil {
+			return fmt.Errorf("trace %s, cache %s: %w", label, cs, err)
+		}
+		rep.Runs = append(rep.Runs, traceRun{
+			Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
+			MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
+		})
+	}
+	fmt.Print(traceMarkdown(rep))
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// traceMarkdown is the table of a trace run.
+func traceMarkdown(rep traceReport) string {
+	var b strings.Builder
+	s := rep.Summary
+	fmt.Fprintf(&b, "### Hit ratio: %s\n\n", rep.Trace)
+	fmt.Fprintf(&b, "%d requests (%d of size 0 skipped), %d objects, %d unique bytes (%.2f GiB)\n\n",
+		s.Requests, s.ZeroSize, s.Objects, s.UniqueBytes, float64(s.UniqueBytes)/(1<<30))
+	if len(rep.Runs) == 0 {
+		return b.String()
+	}
+	b.WriteString("| cache | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | evictions | seconds |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(&b, "| %.3g | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %d | %.1f |\n",
+			r.Fraction, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
+			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.Evictions, r.Seconds)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// parseCacheSize reads a cache size: a fraction of unique (a number with a dot, at most 1) or
+// bytes, with an optional KiB/MiB/GiB (or K/M/G, also powers of 2) suffix.
+func parseCacheSize(s string, unique int64) (int64, error) {
+	if strings.Contains(s, ".") {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return 0, fmt.Errorf("trace: cache size %q: a fraction must be in (0, 1]", s)
+		}
+		return int64(f * float64(unique)), nil
+	}
+	mult := int64(1)
+	num := s
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("trace: cache size %q is neither a fraction nor a byte count", s)
+	}
+	return n * mult, nil
+}
+
+func readFile(path string, read func(io.Reader) ([]trace.Request, error)) ([]trace.Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	reqs, err := read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return reqs, nil
+}
+
+func writeFile(path string, reqs []trace.Request) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := trace.WriteOracle(f, reqs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// cmp returns a if it is set, else b.
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,164 @@
+package replay
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/bench/trace"
+)
+
+// KeyLen is the length of the keys the replay writes: the object id, big-endian.
+const KeyLen = 8
+
+// segmentHeader is a segment file's header (internal/segment.HeaderSize): a segment must hold
+// it, one write buffer and 1 MiB (blobcache.Options.Validate).
+const segmentHeader = 4096
+
+// Config is one replay's cache.
+type Config struct {
+	Dir             string // parent of the cache's temporary directory ("": os.TempDir())
+	MaxSize         int64  // blobcache.Options.MaxSize, bytes
+	SegmentSize     int64  // from Geometry
+	WriteBufferSize int64  // from Geometry
+	ExpectedBlobs   int64  // sizes the bloom filter and index (0: the library's default)
+}
+
+// Geometry returns the segment size and write buffer for a cache of maxSize bytes cut into
+// about segments segments. Eviction drops a whole segment, so the cache holds between
+// maxSize-SegmentSize and maxSize of records (the active segment is counted full from its
+// creation, see blobcache.Options.MaxSize): with 16 segments it holds 94–100%, 97% on average,
+// of what an object-granular cache of maxSize holds. The write buffer is an eighth of a segment
+// (64 KiB to 4 MiB): the library wants a segment to be at least one buffer plus 1 MiB, and a
+// small buffer keeps that floor low. Small caches get fewer, larger segments than asked; below
+// two segments of the floor (about 2.3 MiB) BlobCache cannot be configured at all.
+func Geometry(maxSize int64, segments int) (segmentSize, writeBuffer int64, err error) {
+	if segments < 2 {
+		return 0, 0, fmt.Errorf("replay: %d segments: MaxSize must hold at least two", segments)
+	}
+	seg := maxSize / int64(segments) &^ 4095
+	wb := min(max(seg/8&^4095, 64<<10), 4<<20)
+	seg = max(seg, wb+segmentHeader+1<<20)
+	if maxSize < 2*seg {
+		return 0, 0, fmt.Errorf("replay: a cache of %d bytes is below two segments of %d bytes, BlobCache's least", maxSize, seg)
+	}
+	return seg, wb, nil
+}
+
+// Result is what one replay measured.
+type Result struct {
+	MaxSize         int64 `json:"max_size"`
+	SegmentSize     int64 `json:"segment_size"`
+	WriteBufferSize int64 `json:"write_buffer_size"`
+
+	Requests     int64 `json:"requests"`      // counted requests (size > 0)
+	Skipped      int64 `json:"skipped"`       // requests of size 0, not counted
+	Misses       int64 `json:"misses"`        // counted requests that missed
+	RequestBytes int64 `json:"request_bytes"` // bytes asked for
+	MissBytes    int64 `json:"miss_bytes"`    // bytes asked for by requests that missed
+	Rejected     int64 `json:"rejected"`      // misses whose Put the cache refused (value too large)
+
+	// FlushedBytes is blobcache.Stats.FlushedBytes after a final Drain: the bytes of records
+	// (64-byte header, key, value) the cache handed to the file system. Segment headers (4 KiB)
+	// and footers (20 bytes a record) are not in it.
+	FlushedBytes uint64  `json:"flushed_bytes"`
+	Evictions    uint64  `json:"evictions"` // segments evicted
+	Segments     int     `json:"segments"`  // live segments at the end
+	Seconds      float64 `json:"seconds"`
+}
+
+// MissRatio is the fraction of requests that missed.
+func (r Result) MissRatio() float64 { return ratio(float64(r.Misses), float64(r.Requests)) }
+
+// ByteMissRatio is the fraction of requested bytes that missed.
+func (r Result) ByteMissRatio() float64 {
+	return ratio(float64(r.MissBytes), float64(r.RequestBytes))
+}
+
+// WriteAmp is the bytes written (FlushedBytes) per byte requested.
+func (r Result) WriteAmp() float64 { return ratio(float64(r.FlushedBytes), float64(r.RequestBytes)) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Run replays reqs against a new cache configured by cfg, in a temporary directory it removes
+// afterwards. Requests of size 0 are skipped, as libCacheSim skips them. A hit is decided by a
+// one-byte GetRange: the same lookup as Get (bloom filter, write buffer, index, then the record's
+// header and key read and checked), without copying a value nobody looks at.
+func Run(reqs []trace.Request, cfg Config) (Result, error) {
+	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize}
+	dir, err := os.MkdirTemp(cfg.Dir, "blobcache-trace-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	opts := []blobcache.Option{
+		blobcache.WithMaxSize(cfg.MaxSize),
+		blobcache.WithSegmentSize(cfg.SegmentSize),
+		blobcache.WithWriteBufferSize(cfg.WriteBufferSize),
+		// Buffered writes: what is measured is which blobs stay, not the device; the page cache
+		// absorbs segments that are evicted before they are written back.
+		blobcache.WithDirectIOWrites(false),
+		blobcache.WithFlushInterval(time.Hour),
+	}
+	if cfg.ExpectedBlobs > 0 {
+		opts = append(opts, blobcache.WithExpectedBlobs(cfg.ExpectedBlobs))
+	}
+	c, err := blobcache.New(dir, opts...)
+	if err != nil {
+		return res, err
+	}
+	stop, err := c.Start()
+	if err != nil {
+		c.Close()
+		return res, err
+	}
+	var largest uint32
+	for _, r := range reqs {
+		largest = max(largest, r.Size)
+	}
+	// Values are zeros: sizes are what matter. The slice is never written, so UnsafePut may
+	// keep it until its batch is flushed.
+	value := make([]byte, largest)
+	var key [KeyLen]byte
+	start := time.Now()
+	for _, r := range reqs {
+		if r.Size == 0 {
+			res.Skipped++
+			continue
+		}
+		res.Requests++
+		res.RequestBytes += int64(r.Size)
+		binary.BigEndian.PutUint64(key[:], r.ID)
+		if rd, ok := c.GetRange(key[:], 0, 1); ok {
+			rd.Close()
+			continue
+		}
+		res.Misses++
+		res.MissBytes += int64(r.Size)
+		err := c.UnsafePut(key[:], value[:r.Size])
+		switch {
+		case errors.Is(err, blobcache.ErrValueTooLarge):
+			res.Rejected++
+		case err != nil:
+			stop()
+			c.Close()
+			return res, fmt.Errorf("replay: put of object %d (%d bytes): %w", r.ID, r.Size, err)
+		}
+	}
+	c.Drain()
+	res.Seconds = time.Since(start).Seconds()
+	s := c.Stats()
+	res.FlushedBytes, res.Evictions, res.Segments = s.FlushedBytes, s.Evictions, s.Segments
+	if err := errors.Join(stop(), c.Close()); err != nil {
+		return res, err
+	}
+	return res, nil
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Hit ratio of BlobCache against libCacheSim's policies, on the very same requests.
+
+Generates the synthetic Zipf traces once with `blobcache-bench trace -save` (oracleGeneral
+files), then for every trace and cache size runs libCacheSim's FIFO, LRU, CLOCK, SIEVE, S3-FIFO
+and ARC (Python bindings, `pip install libcachesim`) and `blobcache-bench trace` with the same
+byte count, and prints one markdown table, then a sanity table of FIFO against BlobCache.
+
+    pip install libcachesim
+    cd bench && python3 scripts/libcachesim_compare.py            # the table of BENCHMARKS.md
+    python3 scripts/libcachesim_compare.py --quick                # small traces, 10% only
+    python3 scripts/libcachesim_compare.py --traces zipf0.8-4k --fractions 0.01
+
+Cache sizes are fractions of the trace's unique bytes as libCacheSim counts them
+(TraceReader.get_working_set_size), rounded down to bytes; both sides get that byte count.
+Requests of size 0 are skipped by both (libCacheSim's ignore_size_zero_req default, and the
+replay). BlobCache runs in a temporary directory under --dir (default /dev/shm when it exists:
+the figures are hit ratios and bytes written, not device speed, and tmpfs keeps a case to
+seconds).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import libcachesim as lcs
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+
+# name, label, blobcache-bench trace flags (None: a file)
+ZIPF = [
+    ("zipf0.8-4k", "Zipf 0.8, 4 KiB", ["-zipf", "0.8", "-objects", "500000", "-requests", "2000000", "-size", "4096"]),
+    ("zipf1.0-4k", "Zipf 1.0, 4 KiB", ["-zipf", "1.0", "-objects", "500000", "-requests", "2000000", "-size", "4096"]),
+    ("zipf0.8-logn", "Zipf 0.8, lognormal 1 KiB–1 MiB",
+     ["-zipf", "0.8", "-objects", "30000", "-requests", "200000", "-size-min", "1024", "-size-max", "1048576"]),
+    ("zipf1.0-logn", "Zipf 1.0, lognormal 1 KiB–1 MiB",
+     ["-zipf", "1.0", "-objects", "30000", "-requests", "200000", "-size-min", "1024", "-size-max", "1048576"]),
+]
+QUICK = {  # --quick: a tenth of the objects and requests
+    "zipf0.8-4k": ["-objects", "50000", "-requests", "200000"],
+    "zipf1.0-4k": ["-objects", "50000", "-requests", "200000"],
+    "zipf0.8-logn": ["-objects", "3000", "-requests", "20000"],
+    "zipf1.0-logn": ["-objects", "3000", "-requests", "20000"],
+}
+CLOUDPHYSICS = "/work/shared/traces/cloudPhysicsIO.oracleGeneral.bin"
+
+ALGOS = [("FIFO", lcs.FIFO), ("LRU", lcs.LRU), ("CLOCK", lcs.Clock), ("SIEVE", lcs.Sieve),
+         ("S3-FIFO", lcs.S3FIFO), ("ARC", lcs.ARC)]
+
+# Bytes a record costs BlobCache beyond its value: a 64-byte header, the 8-byte key and a
+# 20-byte footer entry (internal/record, internal/segment).
+RECORD_OVERHEAD = 64 + 8 + 20
+
+
+def reader(path):
+    return lcs.TraceReader(path, lcs.TraceType.ORACLE_GENERAL_TRACE)
+
+
+def libcachesim_miss(path, algo, size):
+    """Object and byte miss ratios of one policy with a cache of size bytes."""
+    cache = algo(cache_size=size)
+    return cache.process_trace(reader(path))
+
+
+def blobcache(bench, path, size, segments, workdir):
+    out = os.path.join(workdir, "bc.json")
+    cmd = [bench, "trace", "-oracle", path, "-cache", str(size), "-segments", str(segments), "-json", out]
+    if ARGS.dir:
+        cmd += ["-dir", ARGS.dir]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)["runs"][0]
+
+
+def human(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bench", help="blobcache-bench binary (default: go build it)")
+    p.add_argument("--traces", default="zipf0.8-4k,zipf1.0-4k,zipf0.8-logn,zipf1.0-logn,cloudPhysicsIO")
+    p.add_argument("--fractions", help="cache sizes, fractions of unique bytes (default 0.01,0.1; --quick: 0.1,"
+                   " since 1%% of its traces is below BlobCache's least cache, two segments of 1.07 MiB)")
+    p.add_argument("--segments", type=int, default=16, help="BlobCache segments per cache (-segments)")
+    p.add_argument("--seed", default="1")
+    p.add_argument("--quick", action="store_true", help="a tenth of the synthetic traces")
+    p.add_argument("--keep", action="store_true", help="keep the generated traces (their directory is printed)")
+    p.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else "",
+                   help="parent of BlobCache's temporary directories")
+    ARGS = p.parse_args()
+    if not ARGS.fractions:
+        ARGS.fractions = "0.1" if ARGS.quick else "0.01,0.1"
+
+    work = tempfile.mkdtemp(prefix="libcachesim-compare-")
+    try:
+        run(work)
+    finally:
+        if ARGS.keep:
+            print(f"traces kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work):
+    bench = ARGS.bench
+    if not bench:
+        bench = os.path.join(work, "blobcache-bench")
+        subprocess.run(["go", "build", "-o", bench, "./cmd/blobcache-bench"], cwd=BENCH_DIR, check=True)
+
+    traces = []
+    wanted = ARGS.traces.split(",")
+    for name, label, flags in ZIPF:
+        if name not in wanted:
+            continue
+        path = os.path.join(work, name + ".oracleGeneral.bin")
+        flags = flags + (QUICK[name] if ARGS.quick else []) + ["-seed", ARGS.seed]
+        subprocess.run([bench, "trace"] + flags + ["-save", path, "-cache", ""], check=True, stdout=subprocess.DEVNULL)
+        traces.append((label, path))
+    if "cloudPhysicsIO" in wanted:
+        traces.append(("cloudPhysicsIO", CLOUDPHYSICS))
+
+    rows, sanity = [], []
+    for label, path in traces:
+        n_obj, wss = reader(path).get_working_set_size()
+        mean = wss / n_obj
+        for frac in [float(f) for f in ARGS.fractions.split(",")]:
+            size = int(frac * wss)
+            miss = {name: libcachesim_miss(path, algo, size)[0] for name, algo in ALGOS}
+            bc = blobcache(bench, path, size, ARGS.segments, work)
+            rows.append((label, frac, size, miss, bc))
+            # FIFO with the bytes BlobCache holds on average: half a segment less (whole-segment
+            # eviction, the active segment counted full) and its per-record overhead.
+            eff = int((size - bc["segment_size"] / 2) * mean / (mean + RECORD_OVERHEAD))
+            sanity.append((label, frac, size, bc, miss["FIFO"], libcachesim_miss(path, lcs.FIFO, eff)[0], eff))
+            print(f"done: {label} {frac}", file=sys.stderr)
+
+    names = [n for n, _ in ALGOS]
+    print("| trace | cache | " + " | ".join(names) + " | BlobCache | BlobCache byte miss | BlobCache written/requested |")
+    print("|---|---|" + "--:|" * (len(names) + 3))
+    for label, frac, size, miss, bc in rows:
+        cells = " | ".join(f"{miss[n]:.4f}" for n in names)
+        print(f"| {label} | {frac:g} ({human(size)}) | {cells} | {bc['miss_ratio']:.4f} | "
+              f"{bc['byte_miss_ratio']:.4f} | {bc['write_amp']:.3f} |")
+    print()
+    print("Sanity: FIFO against BlobCache (FIFO by segment). \"FIFO, held bytes\" is libCacheSim's FIFO with "
+          "the bytes BlobCache holds on average: MaxSize less half a segment, less 92 bytes a record.")
+    print()
+    print("| trace | cache | segments x size | FIFO | FIFO, held bytes | BlobCache |")
+    print("|---|---|--:|--:|--:|--:|")
+    for label, frac, size, bc, fifo, fifo_eff, eff in sanity:
+        print(f"| {label} | {frac:g} ({human(size)}) | {size // bc['segment_size']} x {human(bc['segment_size'])} | "
+              f"{fifo:.4f} | {fifo_eff:.4f} ({human(eff)}) | {bc['miss_ratio']:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
