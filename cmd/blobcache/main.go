@@ -39,9 +39,16 @@ func main() {
 		if errors.As(err, &ex) {
 			os.Exit(int(ex)) // run has already said why
 		}
-		fmt.Fprintln(os.Stderr, "blobcache:", err)
+		report(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// report prints err for the user behind one "blobcache:" prefix: the library's errors carry it
+// too, at every level they wrap ("blobcache: blobcache: directory is locked"), which says
+// nothing twice as well as once.
+func report(w io.Writer, err error) {
+	fmt.Fprintln(w, "blobcache:", strings.ReplaceAll(err.Error(), "blobcache: ", ""))
 }
 
 // exitError is an exit status whose cause run has already reported (usage errors are 2, a

@@ -575,3 +575,18 @@ func TestVerifyAfterOverwriteAndDelete(t *testing.T) {
 		t.Errorf("verify after overwrite and delete: err = %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
 }
+
+// TestReportOnePrefix: an error printed for the user says "blobcache:" once, however many
+// layers of the library wrapped it.
+func TestReportOnePrefix(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("blobcache: %s: %w", "/tmp/x", blobcache.ErrLocked),
+		fmt.Errorf("%q: %w", "k1", blobcache.ErrNotFound),
+	} {
+		var b strings.Builder
+		report(&b, err)
+		if got := b.String(); strings.Count(got, "blobcache:") != 1 || !strings.HasPrefix(got, "blobcache: ") {
+			t.Errorf("report(%v) = %q", err, got)
+		}
+	}
+}
