@@ -33,6 +33,11 @@ commands:
 The default directory is $BLOBCACHE_DIR, or ./blobcache-data.
 `
 
+// commandArgs are the arguments of each command after its flags, for its usage line.
+var commandArgs = map[string]string{
+	"put": "KEY [FILE]", "get": "KEY", "del": "KEY", "stat": "", "verify": "",
+}
+
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		var ex exitError
@@ -65,11 +70,12 @@ func defaultDir() string {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return exitError(2)
-		}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage) // a usage error
+		return exitError(2)
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage) // asked for: the answer, on standard output
 		return nil
 	}
 	cmd := args[0]
@@ -79,6 +85,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	dir := fl.String("dir", defaultDir(), "cache directory")
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "usage: blobcache %s [--dir D] %s\n\nflags:\n", cmd, commandArgs[cmd])
+		fl.PrintDefaults()
+	}
+	for _, a := range args[1:] {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fl.SetOutput(stdout) // asked for: the answer, on standard output
+			fl.Usage()
+			return nil
+		}
+	}
 	if err := fl.Parse(args[1:]); err != nil {
 		return exitError(2)
 	}

@@ -284,16 +284,24 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestHelp: help asked for is the answer, on standard output, exit 0, and a command's help
+// shows its arguments; no command at all is a usage error, on standard error.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, arg := range []string{"help", "-h", "--help"} {
-		out, errOut, err := cli(t, nil, arg)
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"put", "--help"}, {"get", "-h"}} {
+		out, errOut, err := cli(t, nil, args...)
 		if err != nil {
-			t.Errorf("blobcache %s: err = %v, want nil", arg, err)
+			t.Errorf("blobcache %v: err = %v, want nil", args, err)
 		}
-		if out != "" || !strings.HasPrefix(errOut, "usage: blobcache") {
-			t.Errorf("blobcache %s: stdout %q, stderr %q", arg, out, errOut)
+		if errOut != "" || !strings.HasPrefix(out, "usage: blobcache") {
+			t.Errorf("blobcache %v: stdout %q, stderr %q", args, out, errOut)
 		}
+	}
+	if out, _, _ := cli(t, nil, "put", "--help"); !strings.Contains(out, "KEY [FILE]") {
+		t.Errorf("put --help does not show its arguments: %q", out)
+	}
+	if out, errOut, err := cli(t, nil); err == nil || out != "" || !strings.HasPrefix(errOut, "usage: blobcache") {
+		t.Errorf("blobcache with no command: %v, stdout %q, stderr %q", err, out, errOut)
 	}
 }
 
