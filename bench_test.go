@@ -166,7 +166,7 @@ func BenchmarkGetHit4K(b *testing.B) {
 		if m, err := io.ReadFull(r, buf[:4<<10]); err != nil || m != 4<<10 {
 			b.Fatal(m, err)
 		}
-		r.(*Reader).Close()
+		r.Close()
 		i++
 	}
 	if sys0 >= 0 {

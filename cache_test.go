@@ -164,7 +164,7 @@ func TestReaderContract(t *testing.T) {
 	if n, err := io.Copy(&buf, r); err != nil || n != int64(len(v)) || !bytes.Equal(buf.Bytes(), v) {
 		t.Fatalf("WriteTo: %d, %v", n, err)
 	}
-	if sum, ok := r.(*Reader).Checksum(); !ok || sum != crc32.Checksum(v, crc32.MakeTable(crc32.Castagnoli)) {
+	if sum, ok := r.Checksum(); !ok || sum != crc32.Checksum(v, crc32.MakeTable(crc32.Castagnoli)) {
 		t.Fatalf("Checksum() = %#x, %v", sum, ok)
 	}
 }
@@ -346,7 +346,7 @@ func TestCustomChecksumHash(t *testing.T) {
 	}
 	c.Drain()
 	r, _ := c.Get([]byte("k"))
-	if sum, ok := r.(*Reader).Checksum(); !ok || sum != crc32.ChecksumIEEE(v) {
+	if sum, ok := r.Checksum(); !ok || sum != crc32.ChecksumIEEE(v) {
 		t.Fatalf("Checksum() = %#x %v", sum, ok)
 	}
 	expect(t, c, "k", v)

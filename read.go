@@ -19,14 +19,9 @@ const smallRecord = 1<<20 + record.HeaderSize + record.MaxKeyLen
 
 // Get returns a reader of the blob stored under key, or false if the cache does not hold it.
 // A miss that the bloom filter rejects costs no I/O and no allocation; a hit of a blob up to
-// 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read.
-func (c *Cache) Get(key []byte) (io.Reader, bool) {
-	r, ok := c.get(key, 0, -1)
-	if !ok {
-		return nil, false
-	}
-	return r, true
-}
+// 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read. Close the
+// reader (or read it to the end) to hand back its buffer and file at once.
+func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1) }
 
 // GetRange is Get for the bytes [off, off+n) of the blob (n < 0: to the end). The range is
 // clamped to the blob. Verification applies only when the range is the whole blob; the header

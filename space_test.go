@@ -37,7 +37,7 @@ func TestEvictionFIFO(t *testing.T) {
 			}
 			continue
 		}
-		r.(*Reader).Close()
+		r.Close()
 		if firstHit < 0 {
 			firstHit = i
 		}

@@ -228,7 +228,7 @@ func TestTwemproxy(t *testing.T) {
 			for s, srv := range servers {
 				if r, ok := srv.Cache().Get([]byte(k)); ok {
 					owner[k] = s
-					r.(interface{ Close() error }).Close()
+					r.Close()
 				}
 			}
 		}

@@ -137,9 +137,7 @@ func (e *blobcacheEngine) Get(key, buf []byte) (int, bool, error) {
 		return 0, false, nil
 	}
 	n, err := readToEnd(r, buf)
-	if c, ok := r.(io.Closer); ok {
-		c.Close()
-	}
+	r.Close()
 	return n, true, err
 }
 

@@ -391,7 +391,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	if !ok {
 		return false, false, nil
 	}
-	br := r.(*blobcache.Reader)
+	br := r
 	defer br.Close()
 	// The copy buffer, and the library's own buffer for a streamed blob, count against the
 	// memory budget: a slow client holds them for as long as it takes to read.
