@@ -1,0 +1,27 @@
+// Package blobcache is a blob cache on local disk, for values of hundreds of kilobytes to a few
+// megabytes on NVMe.
+//
+// A miss costs a probe of one global bloom filter and no I/O; a hit costs one positioned read
+// (the index, in memory, knows where the record is). Writes are batched into large append-only
+// segment files, so they go at the disk's sequential speed; space is reclaimed by evicting whole
+// segments, oldest first, to stay under Options.MaxSize. Every record is checksummed; a crash
+// loses at most what was written since the last Drain (or nothing, with Options.Fsync), and
+// never serves torn or stale bytes.
+//
+// Open a cache with New, and use it from any number of goroutines:
+//
+//	c, err := blobcache.New("/var/cache/blobs", blobcache.WithMaxSize(100<<30))
+//	...
+//	err = c.Put(key, value)             // visible to Get at once
+//	r, ok := c.Get(key)                 // a *Reader: Read, WriteTo, Close
+//	n, err := c.ReadAt(key, buf, 0)     // into the caller's buffer, no allocation
+//	err = c.Close()
+//
+// Records carry metadata: PutWith stores an expiry, client flags and attributes, and returns
+// the write's version; preconditions (IfAbsent, IfPresent, IfVersion) make a write atomic
+// against other writers of the key; Touch, DeleteIf and InvalidateAll complete the set a
+// memcached or HTTP server needs (see cmd/blobcache serve). Stats reports counters and sizes.
+//
+// The design, the on-disk format byte by byte and the known limits are in docs/DESIGN.md;
+// the reliability testing in docs/RELIABILITY.md; measured figures in docs/BENCHMARKS.md.
+package blobcache
