@@ -4,9 +4,9 @@
 // A miss costs a probe of one global bloom filter and no I/O; a hit costs one positioned read
 // (the index, in memory, knows where the record is). Writes are batched into large append-only
 // segment files, so they go at the disk's sequential speed; space is reclaimed by evicting whole
-// segments, oldest first, to stay under Options.MaxSize. Every record is checksummed; a crash
-// loses at most what was written since the last Drain (or nothing, with Options.Fsync), and
-// never serves torn or stale bytes.
+// segments, oldest first, to stay under Options.MaxSize. Every record is checksummed, and a
+// read never returns torn bytes or another key's. A crash can lose what was written since the
+// last Drain; with Options.Fsync, what Drain, Delete or Close returned for is on stable storage.
 //
 // Open a cache with New, and use it from any number of goroutines:
 //
