@@ -218,18 +218,17 @@ func stat(c *blobcache.Cache, w io.Writer) error {
 	return nil
 }
 
+// verify checks every record of the cache in dir. A progress bar is drawn on stderr when it is a
+// terminal, and only then: a log or a pipe gets the result alone.
 func verify(dir string, stdout, stderr io.Writer) error {
-	bar := func(done, total int64) {
-		const width = 40
-		frac := 1.0
-		if total > 0 {
-			frac = float64(done) / float64(total)
-		}
-		n := int(frac * width)
-		fmt.Fprintf(stderr, "\r[%s%s] %5.1f%% %s/%s", strings.Repeat("#", n), strings.Repeat(" ", width-n), 100*frac, human(done), human(total))
+	var bar func(done, total int64)
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		bar = progressBar(stderr)
 	}
 	res, err := blobcache.Verify(dir, bar)
-	fmt.Fprintln(stderr)
+	if bar != nil {
+		fmt.Fprintln(stderr)
+	}
 	if err != nil {
 		return err
 	}
@@ -242,6 +241,25 @@ func verify(dir string, stdout, stderr io.Writer) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar returns a Verify progress function that redraws a bar on w.
+func progressBar(w io.Writer) func(done, total int64) {
+	return func(done, total int64) {
+		const width = 40
+		frac := 1.0
+		if total > 0 {
+			frac = float64(done) / float64(total)
+		}
+		n := int(frac * width)
+		fmt.Fprintf(w, "\r[%s%s] %5.1f%% %s/%s", strings.Repeat("#", n), strings.Repeat(" ", width-n), 100*frac, human(done), human(total))
+	}
 }
 
 func human(n int64) string {

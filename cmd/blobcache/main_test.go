@@ -332,8 +332,15 @@ func TestVerifyClean(t *testing.T) {
 	if strings.Contains(out, "CORRUPT") {
 		t.Errorf("verify of a clean cache reports corruption:\n%s", out)
 	}
-	if !strings.Contains(errOut, "100.0%") {
-		t.Errorf("verify progress on stderr does not reach 100%%: %q", errOut)
+	if errOut != "" {
+		t.Errorf("verify drew progress on a stderr that is not a terminal: %q", errOut)
+	}
+	var bar strings.Builder
+	draw := progressBar(&bar)
+	draw(0, 100)
+	draw(100, 100)
+	if !strings.Contains(bar.String(), "100.0%") {
+		t.Errorf("the progress bar does not reach 100%%: %q", bar.String())
 	}
 	sameSnapshot(t, "verify", before, snapshot(t, dir))
 }
