@@ -17,6 +17,23 @@ func flock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return flockFile(f, name, unix.LOCK_EX)
+}
+
+// flockShared opens the existing file name for reading and takes a
+// non-blocking shared flock(2) on it: it needs no write permission and works
+// on a read-only file system.
+func flockShared(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return flockFile(f, name, unix.LOCK_SH)
+}
+
+// flockFile takes a non-blocking flock(2) of kind how on f, closing f if it
+// cannot.
+func flockFile(f *os.File, name string, how int) (io.Closer, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
@@ -25,7 +42,7 @@ func flock(name string) (io.Closer, error) {
 	var ferr error
 	if cerr := rc.Control(func(fd uintptr) {
 		for {
-			ferr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB)
+			ferr = unix.Flock(int(fd), how|unix.LOCK_NB)
 			if ferr != unix.EINTR {
 				return
 			}

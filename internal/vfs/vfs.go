@@ -85,6 +85,13 @@ type FS interface {
 	// without waiting: if another holder has it, the error wraps ErrLocked.
 	// Closing the returned Closer releases the lock.
 	Lock(name string) (io.Closer, error)
+
+	// LockShared takes a shared lock on the existing file name, without
+	// waiting and without writing: any number of shared holders exclude an
+	// exclusive one (Lock), and an exclusive holder makes it fail with an
+	// error that wraps ErrLocked. It needs only read permission, so it works
+	// on a read-only file system. Closing the returned Closer releases it.
+	LockShared(name string) (io.Closer, error)
 }
 
 // DirectIOAlignment is the alignment of memory addresses, file offsets and
@@ -163,6 +170,10 @@ func (osFS) SyncDir(name string) error {
 
 func (osFS) Lock(name string) (io.Closer, error) {
 	return lock(filepath.Clean(name))
+}
+
+func (osFS) LockShared(name string) (io.Closer, error) {
+	return lockShared(filepath.Clean(name))
 }
 
 // osFile is a File backed by an *os.File. rc gives the platform code the

@@ -56,6 +56,10 @@ func lock(name string) (io.Closer, error) {
 	return flock(name)
 }
 
+func lockShared(name string) (io.Closer, error) {
+	return flockShared(name)
+}
+
 func allocatedBytes(fi os.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int64(st.Blocks) * 512

@@ -82,3 +82,18 @@ func lock(name string) (io.Closer, error) {
 	held.names[abs] = true
 	return &processLock{f: f, name: abs}, nil
 }
+
+// lockShared fails if this process holds name exclusively; other shared
+// holders and other processes are not seen.
+func lockShared(name string) (io.Closer, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return nil, err
+	}
+	held.Lock()
+	defer held.Unlock()
+	if held.names[abs] {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+	}
+	return os.Open(name)
+}

@@ -366,4 +366,11 @@ func (fs *FS) Lock(name string) (io.Closer, error) {
 	return fs.inner.Lock(name)
 }
 
+func (fs *FS) LockShared(name string) (io.Closer, error) {
+	if f := fs.fault(OpLock, name, -1, 0); f != nil {
+		return nil, pathErr("flock", name, f.err())
+	}
+	return fs.inner.LockShared(name)
+}
+
 var _ vfs.FS = (*FS)(nil)
