@@ -3,17 +3,21 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/seed57392e9e/blobcache/internal/corruption"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
-// Recovered is what Recover found in a segment file and made of it.
+// Recovered is what Recover (or Inspect) found in a segment file and made of it.
 type Recovered struct {
-	File    vfs.File // open for reading and writing; the caller closes it
-	Size    int64    // of the file, sealed
-	DataEnd int64    // where its records end
+	// File is the segment, open for reading and writing (Recover) or for reading alone
+	// (Inspect), or nil when Foreign; the caller closes it.
+	File    vfs.File
+	Size    int64 // of the file (sealed, after Recover)
+	DataEnd int64 // where its records end
 	// Entries are the segment's records in offset order (from its footer, or from the scan),
 	// followed by a delete entry for each key in Lost.
 	Entries []Entry
@@ -21,14 +25,20 @@ type Recovered struct {
 	// LostKeys): the caller forgets them, durably.
 	Lost [][]byte
 
-	// HeaderRepaired says the header block was rewritten: it was damaged (HeaderDamage), or
-	// never written (HeaderUnwritten: a crash right after the file was created, not damage).
-	HeaderRepaired  bool
+	// HeaderUnwritten says the header block was never written (a crash right after the file
+	// was created: a torn tail, not damage); HeaderDamage that it fails its checks.
+	// HeaderRepaired says Recover wrote a new header block over either.
 	HeaderUnwritten bool
 	HeaderDamage    error
-	// Scanned says the segment had no usable footer and was scanned, then sealed with a footer
-	// of what the scan found. TornTail says the scan cut an unfinished tail (what a crash
-	// leaves); Damage is the damage it met (Skipped records stepped over, or the rest lost).
+	HeaderRepaired  bool
+	// Foreign says the file has a segment's name but neither a valid header nor a single
+	// record that checks: not a segment (a stray file, or one whose every byte is damaged).
+	// Recover leaves it unchanged and does not open it; the caller decides what to do with it.
+	Foreign bool
+	// Scanned says the segment had no usable footer and was scanned (and, by Recover, sealed
+	// with a footer of what the scan found). TornTail says the scan met an unfinished tail
+	// (what a crash leaves; Recover cuts it); Damage is the damage it met (Skipped records
+	// stepped over, or the rest lost).
 	Scanned  bool
 	TornTail bool
 	Damage   error
@@ -40,24 +50,58 @@ type Recovered struct {
 // among them must not be lost), reads the footer, or, for a segment without a usable one
 // (unsealed, a seal a crash cut short, a damaged footer), scans the records, cuts an unfinished
 // tail back to the last whole record and seals the segment with a footer of what it found. sync
-// says whether what it writes is synced.
+// says whether what it writes is synced. A file whose header is damaged and that holds no
+// record is Foreign, and left as it is.
 //
 // Damage is reported in the result, not as an error; an error is an I/O failure or misuse, and
 // leaves what it could not read as it was (the caller refuses to open rather than cut good
 // records off).
 func Recover(fs vfs.FS, dir string, id uint32, sync bool) (*Recovered, error) {
+	return recoverFile(fs, dir, id, sync, false)
+}
+
+// Inspect is Recover that changes nothing: the file is opened for reading alone (so it works on
+// a read-only file system), a damaged or unwritten header is read past rather than repaired,
+// and a scanned segment is neither cut nor sealed. It finds the same entries Recover would.
+func Inspect(fs vfs.FS, dir string, id uint32) (*Recovered, error) {
+	return recoverFile(fs, dir, id, false, true)
+}
+
+func recoverFile(fs vfs.FS, dir string, id uint32, sync, readOnly bool) (*Recovered, error) {
 	rec := &Recovered{}
-	f, size, err := Open(fs, dir, id)
+	var f vfs.File
+	var size int64
+	var err error
+	if readOnly {
+		f, size, err = OpenReadOnly(fs, dir, id)
+	} else {
+		f, size, err = Open(fs, dir, id)
+	}
 	if err != nil {
 		if !errors.Is(err, corruption.ErrCorrupt) {
 			return nil, err
 		}
-		rec.HeaderRepaired = true
 		if rec.HeaderUnwritten = HeaderUnwritten(fs, dir, id); !rec.HeaderUnwritten {
 			rec.HeaderDamage = err
 		}
-		if f, size, err = RepairHeader(fs, dir, id, sync); err != nil {
+		if f, size, err = openPastHeader(fs, dir, id); err != nil {
 			return nil, err
+		}
+		if !rec.HeaderUnwritten && !holdsRecord(f, size) {
+			f.Close()
+			rec.Foreign = true
+			return rec, nil
+		}
+		if readOnly && size <= HeaderSize {
+			rec.File, rec.Size, rec.DataEnd = f, size, size // nothing was written to it
+			return rec, nil
+		}
+		if !readOnly {
+			f.Close()
+			if f, size, err = RepairHeader(fs, dir, id, sync); err != nil {
+				return nil, err
+			}
+			rec.HeaderRepaired = true
 		}
 	}
 	rec.File, rec.Size = f, size
@@ -70,16 +114,46 @@ func Recover(fs vfs.FS, dir string, id uint32, sync bool) (*Recovered, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := rec.scan(sync); err != nil {
+	if err := rec.scan(sync, readOnly); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return rec, nil
 }
 
-// scan recovers the records of a segment without a usable footer, then seals it (synced if
-// sync).
-func (rec *Recovered) scan(sync bool) error {
+// openPastHeader opens segment id in dir for reading alone, whatever its header holds, with its
+// size.
+func openPastHeader(fs vfs.FS, dir string, id uint32) (vfs.File, int64, error) {
+	name := filepath.Join(dir, FileName(id))
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("segment: open %s: %w", name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("segment: open %s: %w", name, err)
+	}
+	return f, fi.Size(), nil
+}
+
+// holdsRecord reports whether the first record after the header block of f checks: whether a
+// file whose header is damaged is a segment at all.
+func holdsRecord(f vfs.File, size int64) bool {
+	found := false
+	Scan(f, size, func(Entry, record.Header, []byte) error {
+		found = true
+		return errStopScan
+	})
+	return found
+}
+
+// errStopScan ends a Scan early.
+var errStopScan = errors.New("segment: scan stopped")
+
+// scan recovers the records of a segment without a usable footer, then, unless readOnly, seals
+// it (synced if sync).
+func (rec *Recovered) scan(sync, readOnly bool) error {
 	f, size := rec.File, rec.Size
 	rec.Scanned = true
 	var entries []Entry
@@ -102,9 +176,11 @@ func (rec *Recovered) scan(sync bool) error {
 		}
 		rec.Lost = lost
 	}
-	var err error
-	if rec.Size, err = WriteFooter(f, entries, res.End, sync); err != nil {
-		return fmt.Errorf("segment: seal recovered %s: %w", f.Name(), err)
+	if !readOnly {
+		var err error
+		if rec.Size, err = WriteFooter(f, entries, res.End, sync); err != nil {
+			return fmt.Errorf("segment: seal recovered %s: %w", f.Name(), err)
+		}
 	}
 	rec.DataEnd = res.End
 	for _, k := range rec.Lost {
