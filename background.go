@@ -56,7 +56,11 @@ func (c *Cache) backgroundLoop() {
 	defer bloomTick.Stop()
 	orphanTick := time.NewTicker(orphanSweepInterval)
 	defer orphanTick.Stop()
-	c.sweepOrphans()
+	if c.opts.ReadOnly {
+		orphanTick.Stop()
+	} else {
+		c.sweepOrphans()
+	}
 	for {
 		select {
 		case <-c.bg.stop:
@@ -91,7 +95,9 @@ func (c *Cache) rebuildBloom() {
 	n := max(uint64(c.opts.ExpectedBlobs), 2*uint64(c.idx.Len()))
 	f := bloom.New(n, c.opts.BloomBitsPerKey)
 	c.bloomNext.Store(f)
-	c.w.forEachPendingHash(f.Add)
+	if c.w != nil {
+		c.w.forEachPendingHash(f.Add)
+	}
 	c.idx.Range(func(h uint64, _ index.Loc) bool {
 		f.Add(h)
 		return true
@@ -101,7 +107,8 @@ func (c *Cache) rebuildBloom() {
 	c.stats.rebuilds.Add(1)
 }
 
-// sweepOrphans removes files in segments/ that are neither live segments nor being created.
+// sweepOrphans removes the segment files that are neither live nor being created (what a failed
+// removal left), and counts the strays again (see recover).
 func (c *Cache) sweepOrphans() {
 	ents, err := c.opts.fs.ReadDir(c.segDir)
 	if err != nil {
@@ -109,16 +116,19 @@ func (c *Cache) sweepOrphans() {
 	}
 	t := c.segs.table.Load()
 	next := c.nextSegmentID.Load()
+	strays := int64(0)
 	for _, e := range ents {
 		id, ok := segment.ParseFileName(e.Name())
-		if ok && (t.get(id) != nil || id > next) {
-			continue
+		switch {
+		case !ok || e.IsDir():
+			strays++
+		case t.get(id) != nil || id >= next:
+			// live, or being created right now
+		default:
+			c.removeOrphan(filepath.Join(c.segDir, e.Name()))
 		}
-		if ok && id == next {
-			continue // being created right now
-		}
-		c.removeOrphan(filepath.Join(c.segDir, e.Name()))
 	}
+	c.stats.strays.Store(strays)
 	c.removeTemps()
 }
 

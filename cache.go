@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -113,6 +114,10 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.lock.Close()
 		return nil, err
 	}
+	if o.ReadOnly {
+		c.lost = nil // forgotten in the index by their delete entries; nothing is written
+		return c, nil
+	}
 	if o.MaxSize > 0 {
 		if err := c.layout.evict(o.MaxSize); err != nil {
 			c.closeSegments()
@@ -136,7 +141,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 // openVersions reads the state file and leases the first record versions; then a directory
 // written before record versions existed is marked as upgraded.
 func (c *Cache) openVersions() error {
-	damaged, err := c.vers.open(c.opts.fs, c.dir, c.opts.versionLease, c.opts.Clock)
+	damaged, err := c.vers.open(c.opts.fs, c.dir, c.opts.versionLease, c.opts.Clock, c.opts.ReadOnly)
 	if err != nil {
 		return err
 	}
@@ -144,7 +149,7 @@ func (c *Cache) openVersions() error {
 		c.stats.corrupt.Add(1)
 		c.noteCorruption(fmt.Errorf("blobcache: %w (everything stored before this open is forgotten)", damaged))
 	}
-	if c.idVersion == identityLegacyVersion {
+	if c.idVersion == identityLegacyVersion && !c.opts.ReadOnly {
 		id, err := c.readIdentity()
 		if err == nil {
 			id.Version = identityVersion
@@ -158,10 +163,18 @@ func (c *Cache) openVersions() error {
 }
 
 // openDir checks that the directory is a BlobCache (or empty), takes the lock and writes the
-// identity file of a new cache.
+// identity file of a new cache. Read-only, it creates nothing: a missing or empty directory is
+// ErrNoCache, and the lock taken is shared (see lockShared).
 func (c *Cache) openDir() error {
 	fs := c.opts.fs
-	if err := fs.MkdirAll(c.dir, 0o755); err != nil {
+	if c.opts.ReadOnly {
+		if _, err := fs.Stat(c.dir); err != nil {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return fmt.Errorf("%w at %s", ErrNoCache, c.dir)
+			}
+			return fmt.Errorf("blobcache: %w", err)
+		}
+	} else if err := fs.MkdirAll(c.dir, 0o755); err != nil {
 		return fmt.Errorf("blobcache: create %s: %w", c.dir, err)
 	}
 	ents, err := fs.ReadDir(c.dir)
@@ -182,13 +195,13 @@ func (c *Cache) openDir() error {
 				return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotBlobCache, c.dir, e.Name(), identityFile)
 			}
 		}
-	}
-	lk, err := lockDir(fs, filepath.Join(c.dir, lockFile))
-	if err != nil {
-		if errors.Is(err, vfs.ErrLocked) {
-			return fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+		if c.opts.ReadOnly {
+			return fmt.Errorf("%w at %s (the directory is empty)", ErrNoCache, c.dir)
 		}
-		return fmt.Errorf("blobcache: lock %s: %w", c.dir, err)
+	}
+	lk, err := c.lockDir()
+	if err != nil {
+		return err
 	}
 	c.lock = lk
 	idPath := filepath.Join(c.dir, identityFile)
@@ -205,6 +218,9 @@ func (c *Cache) openDir() error {
 		lk.Close()
 		return err
 	}
+	if c.opts.ReadOnly {
+		return nil
+	}
 	if err := fs.MkdirAll(c.segDir, 0o755); err != nil {
 		lk.Close()
 		return fmt.Errorf("blobcache: create %s: %w", c.segDir, err)
@@ -212,26 +228,50 @@ func (c *Cache) openDir() error {
 	return nil
 }
 
+// lockDir takes the directory's lock: exclusive for a cache that writes, shared for a read-only
+// one, so that any number of readers exclude a writer and a writer excludes readers (a reader's
+// index would go stale at the writer's next Put, and its reads could meet records the writer
+// freed). A read-only open of a directory whose lock file it cannot open (missing, or another
+// user's file it may not read) goes on without the lock: no writer can have it open then, or
+// the caller cannot be protected from one.
+func (c *Cache) lockDir() (io.Closer, error) {
+	fs, name := c.opts.fs, filepath.Join(c.dir, lockFile)
+	take := fs.Lock
+	if c.opts.ReadOnly {
+		take = fs.LockShared
+	}
+	// A lock just released can still be held for a moment by a child process forked in
+	// between (it shares the open file until it execs), so a held lock is retried for a short
+	// while before it is reported.
+	deadline := time.Now().Add(250 * time.Millisecond)
+	for {
+		lk, err := take(name)
+		switch {
+		case err == nil:
+			return lk, nil
+		case errors.Is(err, vfs.ErrLocked) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond)
+		case errors.Is(err, vfs.ErrLocked):
+			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+		case c.opts.ReadOnly && (errors.Is(err, iofs.ErrNotExist) || errors.Is(err, iofs.ErrPermission)):
+			return nopCloser{}, nil
+		default:
+			return nil, fmt.Errorf("blobcache: lock %s: %w", c.dir, err)
+		}
+	}
+}
+
+// nopCloser is the lock of a read-only open that could not take one.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
 func (c *Cache) readIdentity() (identity, error) {
 	b, err := readFile(c.opts.fs, filepath.Join(c.dir, identityFile))
 	if err != nil {
 		return identity{}, err
 	}
 	return decodeIdentity(b)
-}
-
-// lockDir takes the directory's lock. A lock just released can still be held for a moment by a
-// child process forked in between (it shares the open file until it execs), so a held lock is
-// retried for a short while before it is reported.
-func lockDir(fs vfs.FS, name string) (io.Closer, error) {
-	deadline := time.Now().Add(250 * time.Millisecond)
-	for {
-		lk, err := fs.Lock(name)
-		if err == nil || !errors.Is(err, vfs.ErrLocked) || time.Now().After(deadline) {
-			return lk, err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // readFile reads a whole (small) file through the seam.
@@ -367,8 +407,8 @@ func (c *Cache) checkKey(key []byte) error {
 // put writes a record of value under key; m, if not nil, carries its metadata and the
 // observation of a conditional write (see conditional.go), and gets the version stored.
 func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *writeMeta) error {
-	if c.closed.Load() {
-		return ErrClosed
+	if err := c.writable(); err != nil {
+		return err
 	}
 	if err := c.checkKey(key); err != nil {
 		return err
@@ -437,8 +477,8 @@ func (c *Cache) Delete(key []byte) error { return c.delete(key, nil) }
 
 // delete writes a tombstone for key if it may have a blob; m is as for put.
 func (c *Cache) delete(key []byte, m *writeMeta) error {
-	if c.closed.Load() {
-		return ErrClosed
+	if err := c.writable(); err != nil {
+		return err
 	}
 	if err := c.checkKey(key); err != nil {
 		return err
@@ -475,7 +515,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 // to a segment and in the index, and synced when Fsync is on. If a batch fails to write, its
 // blobs are forgotten; Flush reports that, as do the next Put and Stats.FlushErrors.
 func (c *Cache) Drain() {
-	if !c.closed.Load() {
+	if !c.closed.Load() && c.w != nil {
 		_ = c.w.drain(false)
 	}
 }
@@ -486,6 +526,9 @@ func (c *Cache) Flush() error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	if c.w == nil {
+		return nil // read-only: nothing was written
+	}
 	return c.w.drain(true)
 }
 
@@ -495,6 +538,11 @@ func (c *Cache) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopBackground()
 		c.closed.Store(true)
+		if c.w == nil { // read-only: nothing to write
+			c.closeSegments()
+			c.closeErr = c.lock.Close()
+			return
+		}
 		failed := c.stats.flushErrors.Load()
 		unreported := c.w.takeUnreported() // a failure before Close that no caller was told of
 		c.w.close()
@@ -534,6 +582,17 @@ func (c *Cache) closeSegments() {
 		c.segs.remove(s)
 		s.unref()
 	}
+}
+
+// writable returns why the cache takes no writes (ErrClosed, ErrReadOnly), or nil.
+func (c *Cache) writable() error {
+	switch {
+	case c.closed.Load():
+		return ErrClosed
+	case c.w == nil:
+		return ErrReadOnly
+	}
+	return nil
 }
 
 // noteCorruption remembers the last corruption seen for Stats.

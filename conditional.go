@@ -209,6 +209,9 @@ func (c *Cache) DeleteIf(key []byte, p Precondition) error {
 // version. The record is written again (a blob is never changed in place), so a touch costs a
 // write of the blob. It returns ErrNotFound for a missing key.
 func (c *Cache) Touch(key []byte, expires time.Time) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
 	for {
 		r, ok := c.get(key, 0, -1)
 		if !ok {
@@ -231,8 +234,8 @@ func (c *Cache) Touch(key []byte, expires time.Time) error {
 // is kept in the directory's state file, durably before InvalidateAll returns, and the space of
 // the invalidated blobs is reclaimed with their segments.
 func (c *Cache) InvalidateAll(at time.Time) error {
-	if c.closed.Load() {
-		return ErrClosed
+	if err := c.writable(); err != nil {
+		return err
 	}
 	c.stats.invalidations.Add(1)
 	return c.vers.invalidate(at, c.opts.Clock())
@@ -248,8 +251,8 @@ func (c *Cache) conditionally(key []byte, m *writeMeta, write func() error) erro
 	if m.cond.kind == always {
 		return write()
 	}
-	if c.closed.Load() {
-		return ErrClosed
+	if err := c.writable(); err != nil {
+		return err
 	}
 	if err := c.checkKey(key); err != nil {
 		return err
@@ -279,5 +282,7 @@ func (c *Cache) dropStale(key []byte, f fate, o observation) {
 	} else {
 		c.stats.invalidated.Add(1)
 	}
-	c.w.queueStale(key, o)
+	if c.w != nil { // read-only: nothing is written
+		c.w.queueStale(key, o)
+	}
 }

@@ -29,6 +29,11 @@ var (
 	// ErrNotBlobCache is returned by New for a non-empty directory that was not created by
 	// BlobCache.
 	ErrNotBlobCache = errors.New("blobcache: directory is not a blobcache")
+	// ErrNoCache is returned by a read-only New (Options.ReadOnly) for a directory that does
+	// not exist or is empty: there is no cache to read.
+	ErrNoCache = errors.New("blobcache: no cache")
+	// ErrReadOnly is returned by every write to a cache opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("blobcache: cache is open read-only")
 	// ErrLocked is returned by New when another process has the directory open.
 	ErrLocked = errors.New("blobcache: directory is locked by another process")
 	// ErrInvalidOptions is returned by Options.Validate.

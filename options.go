@@ -112,6 +112,15 @@ type Options struct {
 	// the filter from the index (deletes and evictions leave bits set). Default 0.03.
 	BloomMaxFPR float64
 
+	// ReadOnly opens an existing cache for reading alone: New creates nothing (a missing or
+	// empty directory is ErrNoCache), writes nothing, repairs nothing and removes nothing, so it
+	// works on a read-only file system and on another user's files it may read. Damage that a
+	// writable open would repair is read past (the same records are found); an unfinished tail
+	// is ignored. Writes return ErrReadOnly. The directory's lock is taken shared: any number of
+	// read-only opens at once, none while a writer has the directory open (New returns
+	// ErrLocked) and no writer while one is open. Default off.
+	ReadOnly bool
+
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
 	// records are measured by (default time.Now). A server whose tests fix the time sets it.
 	Clock func() time.Time
@@ -274,10 +283,13 @@ func WithFlushInterval(d time.Duration) Option { return func(o *Options) { o.Flu
 // WithExpectedBlobs sets Options.ExpectedBlobs.
 func WithExpectedBlobs(n int64) Option { return func(o *Options) { o.ExpectedBlobs = n } }
 
-// withFS replaces the file system (tests inject faults through it).
+// WithReadOnly sets Options.ReadOnly.
+func WithReadOnly(v bool) Option { return func(o *Options) { o.ReadOnly = v } }
+
 // WithClock sets Options.Clock.
 func WithClock(now func() time.Time) Option { return func(o *Options) { o.Clock = now } }
 
+// withFS replaces the file system (tests inject faults through it).
 func withFS(fs vfs.FS) Option { return func(o *Options) { o.fs = fs } }
 
 // withPutChunk sets PutFrom's chunk size and streaming threshold (tests stream small values

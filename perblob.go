@@ -3,6 +3,7 @@ package blobcache
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -211,19 +212,27 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 		size   int64
 	}
 	var files []file
+	c.stats.strays.Store(0)
+	c.removeTemps()
 	for d := range 256 {
 		dir := filepath.Join(root, fmt.Sprintf("%02x", d))
-		if err := fs.MkdirAll(dir, 0o755); err != nil {
-			return bloom.Stamp{}, fmt.Errorf("blobcache: create %s: %w", dir, err)
+		if !c.opts.ReadOnly {
+			if err := fs.MkdirAll(dir, 0o755); err != nil {
+				return bloom.Stamp{}, fmt.Errorf("blobcache: create %s: %w", dir, err)
+			}
 		}
 		ents, err := fs.ReadDir(dir)
-		if err != nil {
+		if err != nil && !(c.opts.ReadOnly && errors.Is(err, iofs.ErrNotExist)) {
 			return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", dir, err)
 		}
 		for _, e := range ents {
 			h, seq, ok := parseBlobName(e.Name())
+			if !ok || e.IsDir() {
+				c.stats.strays.Add(1) // not a name the cache gives: left alone
+				continue
+			}
 			fi, err := e.Info()
-			if !ok || err != nil || e.IsDir() || fi.Size() > 1<<32-1 || int(h>>56) != d {
+			if err != nil || fi.Size() > 1<<32-1 || int(h>>56) != d {
 				c.removeOrphan(filepath.Join(dir, e.Name()))
 				continue
 			}

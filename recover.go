@@ -1,7 +1,9 @@
 package blobcache
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,21 +21,30 @@ import (
 // A sealed segment contributes its footer (the Bitcask "hint"): no blob is read. A segment
 // without a valid footer (the active one at a crash, or one whose footer is damaged) is scanned
 // record by record; the scan stops at the first record that fails its checks, the file is cut
-// back there and sealed with a new footer. Files in segments/ that are not segments are removed.
+// back there and sealed with a new footer. A read-only cache (Options.ReadOnly) finds the same
+// records and changes nothing (segment.Inspect).
+//
+// Which files are the cache's: in segments/, the files named like segments (NNNNNNNNNN.seg);
+// in the directory, LOCK, IDENTITY, STATE, bloom.dat and their temporary copies (NAME.tmp).
+// Any other file is a stray: it is left where it is and counted (Stats.StrayFiles). A file
+// with a segment's name whose header is damaged and that holds no record is moved aside (to
+// NAME.stray), not removed: it may be somebody's.
 func (c *Cache) recover() (bloom.Stamp, error) {
 	fs := c.opts.fs
 	ents, err := fs.ReadDir(c.segDir)
-	if err != nil {
+	if err != nil && !(c.opts.ReadOnly && errors.Is(err, iofs.ErrNotExist)) {
 		return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", c.segDir, err)
 	}
 	var ids []uint32
+	strays := int64(0)
 	for _, e := range ents {
 		if id, ok := segment.ParseFileName(e.Name()); ok && !e.IsDir() {
 			ids = append(ids, id)
 			continue
 		}
-		c.removeOrphan(filepath.Join(c.segDir, e.Name()))
+		strays++
 	}
+	c.stats.strays.Store(strays)
 	c.removeTemps()
 	slices.Sort(ids)
 	var last *segHandle
@@ -92,9 +103,20 @@ func (c *Cache) loadIndex(all [][]segment.Entry, ids []uint32) {
 // then removed).
 func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	path := filepath.Join(c.segDir, segment.FileName(id))
-	rec, err := segment.Recover(c.opts.fs, c.segDir, id, c.opts.Fsync)
+	var rec *segment.Recovered
+	var err error
+	if c.opts.ReadOnly {
+		rec, err = segment.Inspect(c.opts.fs, c.segDir, id)
+	} else {
+		rec, err = segment.Recover(c.opts.fs, c.segDir, id, c.opts.Fsync)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, err)
+	}
+	if rec.Foreign {
+		c.stats.strays.Add(1)
+		c.noteCorruption(fmt.Errorf("%w: %s is not a segment (%w); left as %s", ErrCorrupt, path, rec.HeaderDamage, c.moveAside(path)))
+		return nil, nil, nil
 	}
 	if rec.HeaderUnwritten || rec.TornTail {
 		// What a crash leaves, not damage: a header never written, an unfinished tail (once
@@ -113,8 +135,8 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	// writer runs (New writes their tombstones), so that none falls back to an older record.
 	c.lost = append(c.lost, rec.Lost...)
 	f := rec.File
-	if rec.HeaderRepaired && len(rec.Entries) == 0 {
-		// Nothing in it: a stray file with a segment's name.
+	if rec.HeaderUnwritten && len(rec.Entries) == 0 {
+		// A segment a crash left before anything was written to it.
 		f.Close()
 		c.removeOrphan(path)
 		return nil, nil, nil
@@ -134,22 +156,50 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	return s, rec.Entries, nil
 }
 
-// removeOrphan removes a stray file or directory from the cache's directories.
+// removeOrphan removes a file of the cache's own that nothing uses any more (the remains of a
+// segment a crash or a failed removal left, a temporary copy). A read-only cache removes
+// nothing.
 func (c *Cache) removeOrphan(path string) {
+	if c.opts.ReadOnly {
+		return
+	}
 	if err := c.opts.fs.Remove(path); err == nil {
 		c.stats.orphans.Add(1)
 	}
 }
 
-// removeTemps removes temporary files left by an interrupted atomic replace.
+// moveAside renames path to path.stray, so that it is no longer taken for a segment, and
+// returns the name it is left under (path itself for a read-only cache, or if the rename
+// failed).
+func (c *Cache) moveAside(path string) string {
+	if c.opts.ReadOnly {
+		return path
+	}
+	if err := c.opts.fs.Rename(path, path+".stray"); err != nil {
+		return path
+	}
+	return path + ".stray"
+}
+
+// ownFiles are the files of the cache directory that writeFileAtomic replaces: their temporary
+// copies, NAME.tmp, are the cache's.
+var ownFiles = []string{identityFile, stateFile, bloomFile}
+
+// removeTemps removes the temporary copies an interrupted atomic replace left, and counts the
+// directory's other strays.
 func (c *Cache) removeTemps() {
 	ents, err := c.opts.fs.ReadDir(c.dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			c.removeOrphan(filepath.Join(c.dir, e.Name()))
+		name := e.Name()
+		switch {
+		case name == segDir || name == blobDir || name == lockFile || slices.Contains(ownFiles, name):
+		case strings.HasSuffix(name, ".tmp") && slices.Contains(ownFiles, strings.TrimSuffix(name, ".tmp")):
+			c.removeOrphan(filepath.Join(c.dir, name))
+		default:
+			c.stats.strays.Add(1)
 		}
 	}
 }

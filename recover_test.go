@@ -61,25 +61,71 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
-func TestOrphansRemoved(t *testing.T) {
+// TestStrayFiles: the cache removes only leftovers of its own (a temporary copy of one of its
+// files, a segment a crash left with nothing written); files it did not write are left where
+// they are and counted, and a file with a segment's name that is not a segment is moved aside.
+func TestStrayFiles(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, small()...)
 	c.Put([]byte("k"), []byte("v"))
 	c.Close()
-	junk := []string{
-		filepath.Join(dir, "segments", "garbage.tmp"),
-		filepath.Join(dir, "segments", segment.FileName(99)), // no valid header
+	own := []string{
 		filepath.Join(dir, "bloom.dat.tmp"),
+		filepath.Join(dir, "STATE.tmp"),
+		filepath.Join(dir, "segments", segment.FileName(98)), // created, never written
 	}
-	for _, p := range junk {
-		os.WriteFile(p, []byte("junk"), 0o644)
+	for _, p := range own {
+		os.WriteFile(p, nil, 0o644)
 	}
+	strays := []string{
+		filepath.Join(dir, "notes.txt"),
+		filepath.Join(dir, "other.tmp"),
+		filepath.Join(dir, "segments", "garbage.tmp"),
+		filepath.Join(dir, "segments", "foo.txt"),
+	}
+	for _, p := range strays {
+		os.WriteFile(p, []byte("somebody's"), 0o644)
+	}
+	foreign := filepath.Join(dir, "segments", segment.FileName(99))
+	os.WriteFile(foreign, []byte("not a segment at all"), 0o644)
+
+	// A read-only open changes nothing, and counts what is not the cache's.
+	ro, err := New(dir, WithReadOnly(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ro, "k", []byte("v"))
+	if got := ro.Stats().StrayFiles; got != int64(len(strays))+1 {
+		t.Errorf("read-only open: StrayFiles %d, want %d", got, len(strays)+1)
+	}
+	ro.Close()
+	for _, p := range append(append(own, strays...), foreign) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("read-only open: %v", err)
+		}
+	}
+
 	c = open(t, dir, small()...)
 	defer c.Close()
-	for _, p := range junk {
+	for _, p := range own {
 		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s survived", p)
+			t.Errorf("%s (the cache's own leftover) survived", p)
 		}
+	}
+	for _, p := range strays {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "somebody's" {
+			t.Errorf("stray %s: %q, %v; want it left alone", p, b, err)
+		}
+	}
+	if b, err := os.ReadFile(foreign + ".stray"); err != nil || string(b) != "not a segment at all" {
+		t.Errorf("%s moved aside: %q, %v", foreign, b, err)
+	}
+	st := c.Stats()
+	if st.StrayFiles != int64(len(strays))+1 || st.Orphans != uint64(len(own)) {
+		t.Errorf("StrayFiles %d, Orphans %d; want %d and %d", st.StrayFiles, st.Orphans, len(strays)+1, len(own))
+	}
+	if st.LastCorruption == "" {
+		t.Errorf("the file moved aside is not reported")
 	}
 	expect(t, c, "k", []byte("v"))
 }

@@ -38,7 +38,11 @@ type Stats struct {
 	PunchedBytes  uint64 // space returned by punching out overwritten and deleted records
 	CorruptRecord uint64 // records that failed a check on read or recovery
 	TornTails     uint64 // segments whose unfinished tail was cut back on open
-	Orphans       uint64 // stray files removed
+	Orphans       uint64 // files of the cache's own that nothing used any more, removed
+	// StrayFiles is the number of files in the cache's directories that the cache did not
+	// write, left where they are (counted at open and by each hourly sweep of Start; see
+	// docs/DESIGN.md, "Files").
+	StrayFiles int64
 
 	IndexBytes     int64   // memory of the index
 	BloomBytes     int64   // memory of the bloom filter
@@ -70,6 +74,7 @@ type counters struct {
 	evictions, evictedBytes, punchedBytes atomic.Uint64
 	bufferReleases                        atomic.Uint64
 	corrupt, tornTails, orphans, rebuilds atomic.Uint64
+	strays                                atomic.Int64
 }
 
 func (c *counters) stripe(h uint64) *counterStripe { return &c.stripes[h&(numStripes-1)] }
@@ -100,6 +105,7 @@ func (c *Cache) Stats() Stats {
 		CorruptRecord:      c.stats.corrupt.Load(),
 		TornTails:          c.stats.tornTails.Load(),
 		Orphans:            c.stats.orphans.Load(),
+		StrayFiles:         c.stats.strays.Load(),
 		IndexBytes:         c.idx.MemoryBytes(),
 		BloomRebuilds:      c.stats.rebuilds.Load(),
 	}

@@ -136,8 +136,8 @@ func (c *Cache) PutFrom(key []byte, r io.Reader, size int64) error {
 
 // putFrom is PutFrom with the metadata (and condition) m, as for put.
 func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error {
-	if c.closed.Load() {
-		return ErrClosed
+	if err := c.writable(); err != nil {
+		return err
 	}
 	if err := c.checkKey(key); err != nil {
 		return err

@@ -91,8 +91,9 @@ func decodeState(b []byte) (state, error) {
 // open reads the state file of dir and leases the first versions. A missing file is a new
 // directory (or one written before versions existed). A damaged one loses the invalidation
 // point, so everything stored before now is invalidated (a cache may forget, never serve what a
-// flush removed); damaged is then reported, and the cache opens.
-func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time.Time) (damaged error, err error) {
+// flush removed); damaged is then reported, and the cache opens. readOnly reads the file and
+// leases nothing (no version is handed out).
+func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time.Time, readOnly bool) (damaged error, err error) {
 	v.fs, v.path, v.lease, v.clock = fsys, filepath.Join(dir, stateFile), lease, clock
 	now := uint64(time.Now().UnixNano())
 	var st state
@@ -111,6 +112,9 @@ func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time
 	v.last.Store(start - 1)
 	v.invalidBefore.Store(st.invalidBefore)
 	v.invalidAt.Store(st.invalidAt)
+	if readOnly {
+		return damaged, nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return damaged, v.writeLocked(start + v.lease)
