@@ -1,8 +1,10 @@
 package blobcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
@@ -283,5 +286,91 @@ func TestVerifyReadOnly(t *testing.T) {
 	}
 	if len(res.Corrupt) != 0 || res.Records != 200 || res.Segments < 2 {
 		t.Fatalf("verify on a read-only directory: %d records in %d segments, corrupt %v", res.Records, res.Segments, res.Corrupt)
+	}
+}
+
+// TestNothingCommittedBehindAGap (RELIABILITY finding 25): a batch whose write fails leaves a
+// gap in its segment that a recovery scan stops at. A batch placed after it in the same
+// segment, before the failure was known, used to be committed; if the segment's seal then
+// failed too, the next open scanned the segment, stopped at the gap and cut that batch off
+// silently, and its keys read as their older values: stale. Now a batch (or stream) written
+// after a failed batch of its segment is lost with it: forgotten, with tombstones in a later
+// segment, so the older values never come back.
+func TestNothingCommittedBehindAGap(t *testing.T) {
+	dir := t.TempDir()
+	fs := errorfs.New(vfs.Default, 1)
+	opts := small(withFS(fs), WithFlushInterval(time.Hour))
+	c := open(t, dir, opts...)
+	old := putKeys(t, c, "k", 9, 1, 20000)
+	old["s"] = value("s", 1, 100000) // streamed: larger than the write buffer
+	if err := c.PutFrom([]byte("s"), bytes.NewReader(old["s"]), int64(len(old["s"]))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Batch A, the next one cut, fails after its first record (a short write ending on a record
+	// boundary), but only once a streamed record and batch B are placed behind it; the seal of
+	// their segment fails (its data sync, so nothing freed is punched out).
+	w := c.w
+	w.mu.Lock()
+	base := w.active.active.End()
+	w.mu.Unlock()
+	firstLen := int64(record.HeaderSize + 2 + 20000)
+	hold := make(chan struct{})
+	fa := fs.Add(&errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Off: base, Len: 1, Action: errorfs.Short, Keep: int(firstLen), Times: 1, Hold: hold})
+	fs.Add(&errorfs.Fault{Ops: errorfs.OpSync, Name: "*.seg", Times: 1})
+	newer := map[string][]byte{}
+	put := func(k string) {
+		newer[k] = value(k, 2, 20000)
+		if err := c.Put([]byte(k), newer[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 { // k0..k2 fill batch A, cut by k3's Put
+		put(fmt.Sprintf("k%d", i))
+	}
+	newer["s"] = value("s", 2, 100000)
+	if err := c.PutFrom([]byte("s"), bytes.NewReader(newer["s"]), int64(len(newer["s"]))); err != nil {
+		t.Fatal(err)
+	}
+	put("k4")
+	put("k5")
+	w.mu.Lock()
+	if err := w.cut(); err != nil { // B (k3..k5), placed behind A and the stream
+		t.Fatal(err)
+	}
+	w.mu.Unlock()
+	for fa.Injected() == 0 {
+		time.Sleep(time.Millisecond) // A's write is at the fault
+	}
+	time.Sleep(50 * time.Millisecond) // B's write, on another flush worker, is done
+	close(hold)
+	if err := c.Flush(); !errors.Is(err, ErrWriteFailed) {
+		t.Fatalf("Flush after a failed batch: %v, want ErrWriteFailed", err)
+	}
+	c.Flush() // the tombstones of the forgotten keys, in a new segment
+	c.crash()
+	fs.Clear()
+
+	c = open(t, dir, small()...)
+	defer c.Close()
+	for k, o := range old {
+		r, ok := c.Get([]byte(k))
+		if !ok {
+			continue
+		}
+		b, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if newer[k] != nil && bytes.Equal(b, o) {
+			t.Errorf("%s reads as its older value after its newer one was lost behind a gap", k)
+		}
+		if !bytes.Equal(b, o) && !bytes.Equal(b, newer[k]) {
+			t.Errorf("%s reads as bytes never put", k)
+		}
 	}
 }

@@ -37,6 +37,10 @@ type segHandle struct {
 	// commit goroutine owns it.
 	footer  []segment.Entry
 	dataEnd int64
+	// gapAt is where the first batch of the segment that failed to write starts (0: none; no
+	// batch starts at 0). No record behind it is committed (writer.commit). The commit
+	// goroutine owns it.
+	gapAt int64
 
 	// streams counts the PutFrom records being written into this segment; while there are any,
 	// its seal waits (sealDeferred, with the data end sealBase). Guarded by writer.mu.

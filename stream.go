@@ -546,7 +546,7 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 	}
 	if fillErr == nil && !s.superseded {
 		w.nextSeq++
-		job := &flushJob{seq: w.nextSeq, seg: seg, stream: &e, length: s.length}
+		job := &flushJob{seq: w.nextSeq, seg: seg, stream: &e, key: s.key, length: s.length}
 		if s.ordered {
 			wait = job.seq
 		} else {

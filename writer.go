@@ -64,7 +64,16 @@ type flushJob struct {
 
 	// A streamed record's publication.
 	stream  *segment.Entry
+	key     []byte // to forget it if it is lost
 	indexed bool
+}
+
+// offset is where the job's bytes start in its segment.
+func (j *flushJob) offset() int64 {
+	if j.stream != nil {
+		return int64(j.stream.Offset)
+	}
+	return j.base
 }
 
 type writer struct {
@@ -700,28 +709,48 @@ func (w *writer) commit(j *flushJob) {
 		c.seal(j.seg, j.base)
 		return
 	}
-	if j.stream != nil {
+	if j.err == nil && j.seg != nil && j.seg.gapAt > 0 && j.offset() > j.seg.gapAt {
+		// Placed behind a batch of its segment that failed, before the failure was known: a
+		// recovery scan stops at the gap, so if the segment's seal failed too, this record
+		// would be cut off at the next open and its key would read as an older value. It is
+		// lost with the batch before it (finding 25 of docs/RELIABILITY.md).
+		j.err = fmt.Errorf("%w: segment %d: written behind a batch that failed at offset %d", ErrWriteFailed, j.seg.id, j.seg.gapAt)
+	}
+	if j.stream != nil && j.err == nil {
 		c.commitStream(j)
 		c.reclaim()
 		return
 	}
 	if j.err != nil {
-		// The batch is lost. Forget every key it touched: a Put in it must not fall back to the
-		// key's older value (a newer one was acknowledged), and a Delete in it stays done while
-		// the process lives.
-		keys := c.layout.lose(j)
+		// The batch (or streamed record) is lost. Forget every key it touched: a Put in it must
+		// not fall back to the key's older value (a newer one was acknowledged), and a Delete
+		// in it stays done while the process lives.
+		var keys [][]byte
+		if j.stream != nil {
+			c.idx.Delete(j.stream.Hash) // published at once by endStream, or the older record
+			keys = [][]byte{j.key}
+		} else {
+			keys = c.layout.lose(j)
+		}
 		c.stats.flushErrors.Add(1)
 		w.mu.Lock()
 		w.forgotten = append(w.forgotten, keys...)
 		w.failErr = j.err
 		w.lastErr = j.err
-		// Its range in the segment is now a gap that a recovery scan would stop at: the records
-		// placed after it are reachable only through the footer, so the segment gets no more
-		// batches and is sealed at the next cut or drain.
+		// Its range in the segment is now a gap that a recovery scan would stop at: the segment
+		// gets no more batches and is sealed at the next cut or drain, and whatever was placed
+		// behind the gap before this commit is lost too (above).
 		if j.seg != nil {
 			w.poisoned = j.seg
+			if j.seg.gapAt == 0 || j.offset() < j.seg.gapAt {
+				j.seg.gapAt = j.offset()
+			}
 		}
 		w.mu.Unlock()
+		if j.stream != nil {
+			c.reclaim()
+			return
+		}
 	} else {
 		c.layout.commit(j)
 	}

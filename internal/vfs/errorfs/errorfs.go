@@ -96,6 +96,10 @@ type Fault struct {
 	Keep int
 	// Mask is XORed into the damaged bytes of a Flip; 0 means 0x01.
 	Mask byte
+	// Hold, if not nil, makes a hit operation wait until Hold is closed before the fault acts:
+	// a test orders the faulty operation after others (a batch's failed write after the next
+	// batch's placement, say).
+	Hold <-chan struct{}
 
 	fs      *FS
 	matched int // guarded by fs.mu
@@ -213,6 +217,15 @@ func (fs *FS) fault(op Op, name string, off, n int64) *Fault {
 	if fs.nfaults.Load() == 0 {
 		return nil
 	}
+	f := fs.match(op, name, off, n)
+	if f != nil && f.Hold != nil {
+		<-f.Hold
+	}
+	return f
+}
+
+// match returns the fault that hits the operation, if any, and counts it.
+func (fs *FS) match(op Op, name string, off, n int64) *Fault {
 	base := filepath.Base(name)
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
