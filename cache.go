@@ -46,6 +46,7 @@ type Cache struct {
 	stats  counters
 
 	lastCorruption atomic.Pointer[string]
+	directOff      string // why direct I/O was turned off at open (probeDirect), or ""
 
 	vers      versions
 	idVersion uint32 // the identity file's format version when opened
@@ -90,7 +91,8 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}
-	o = c.opts // openDir adopts the directory's storage mode
+	c.probeDirect()
+	o = c.opts // openDir adopts the directory's storage mode; probeDirect may turn direct I/O off
 	switch o.Index {
 	case IndexSkipList:
 		c.idx = index.NewSkipList()
@@ -136,6 +138,23 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.lost = nil
 	}
 	return c, nil
+}
+
+// probeDirect turns DirectIOWrites and DirectIOReads off, saying why in Stats.DirectIOOff, if
+// the directory's file system refuses O_DIRECT (some do; open(2) fails with EINVAL): the cache
+// then works through the page cache instead of failing every write. The probe opens the identity
+// file for direct reading, which needs no write, and closes it.
+func (c *Cache) probeDirect() {
+	if !c.opts.DirectIOWrites && !c.opts.DirectIOReads {
+		return
+	}
+	f, err := c.opts.fs.OpenDirect(filepath.Join(c.dir, identityFile), os.O_RDONLY, 0)
+	if err == nil {
+		f.Close()
+		return
+	}
+	c.opts.DirectIOWrites, c.opts.DirectIOReads = false, false
+	c.directOff = fmt.Sprintf("the file system of %s refuses O_DIRECT (%v): reads and writes go through the page cache", c.dir, err)
 }
 
 // openVersions reads the state file and leases the first record versions; then a directory

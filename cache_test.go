@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -460,5 +462,40 @@ func TestDirectAlignedValues(t *testing.T) {
 	check("after a crash")
 	if st := c.Stats(); st.CorruptRecord != 0 {
 		t.Fatalf("%d corrupt records", st.CorruptRecord)
+	}
+}
+
+// noDirectFS refuses O_DIRECT as some file systems do (open fails with EINVAL).
+type noDirectFS struct{ vfs.FS }
+
+func (noDirectFS) OpenDirect(name string, _ int, _ os.FileMode) (vfs.File, error) {
+	return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EINVAL}
+}
+
+// TestDirectIORefused: on a file system that refuses O_DIRECT, a cache asked for direct writes
+// and reads works through the page cache instead, and says so in Stats.
+func TestDirectIORefused(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small(withFS(noDirectFS{vfs.Default}), WithDirectIOWrites(true), WithDirectIOReads(true))...)
+	vals := putKeys(t, c, "k", 200, 0, 20000) // several segments
+	if err := c.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	for k, v := range vals {
+		expect(t, c, k, v)
+	}
+	if st := c.Stats(); !strings.Contains(st.DirectIOOff, "O_DIRECT") || st.FlushErrors != 0 {
+		t.Fatalf("DirectIOOff %q, FlushErrors %d", st.DirectIOOff, st.FlushErrors)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = open(t, dir, small(WithDirectIOWrites(true))...)
+	defer c.Close()
+	if st := c.Stats(); st.DirectIOOff != "" {
+		t.Fatalf("DirectIOOff %q where O_DIRECT works", st.DirectIOOff)
+	}
+	for k, v := range vals {
+		expect(t, c, k, v)
 	}
 }

@@ -50,6 +50,10 @@ type Stats struct {
 	BloomFPR       float64 // estimated false-positive rate of the filter
 	BloomRebuilds  uint64
 	LastCorruption string // the last corruption seen, with file and offset
+	// DirectIOOff says why DirectIOWrites and DirectIOReads were turned off when the cache
+	// opened (the file system refused O_DIRECT; the cache then reads and writes through the
+	// page cache), or is empty.
+	DirectIOOff string
 }
 
 // counterStripe holds hot per-operation counters; Get picks a stripe from the key hash, so
@@ -125,6 +129,7 @@ func (c *Cache) Stats() Stats {
 	s.BloomBytes = f.Bytes()
 	s.BloomFill = f.FillRatio()
 	s.BloomFPR = f.EstimatedFPR()
+	s.DirectIOOff = c.directOff
 	if e := c.lastCorruption.Load(); e != nil {
 		s.LastCorruption = *e
 	}
