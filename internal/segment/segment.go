@@ -219,12 +219,6 @@ func (a *Active) Write(bufs [][]byte, off int64) error {
 	if _, err := f.WritevAt(bufs, off); err != nil {
 		return fmt.Errorf("segment: write batch at %d: %w", off, err)
 	}
-	if a.direct == nil {
-		// Start the batch on its way to the device now: left to the kernel, dirty pages pile up
-		// until it throttles the writer. Only a hint (a Sync or seal makes the batch durable),
-		// so its failure is not the batch's.
-		_ = vfs.StartWriteback(f, off, n)
-	}
 	return nil
 }
 

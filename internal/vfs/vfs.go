@@ -204,25 +204,6 @@ func (f *osFile) PunchHole(off, n int64) error                   { return f.punc
 // Stat.
 var _ File = (*osFile)(nil)
 
-// writebacker is implemented by files whose written pages the kernel can be asked to start
-// writing back.
-type writebacker interface {
-	startWriteback(off, n int64) error
-}
-
-// StartWriteback asks the kernel to start writing the dirty pages of [off, off+n) of f to the
-// device, without waiting for them (sync_file_range(SYNC_FILE_RANGE_WRITE) on Linux). It makes
-// nothing durable. What it buys is pace: buffered writes then leave the page cache at the
-// device's speed, as they are made, instead of piling up dirty until the kernel throttles the
-// writer; the pages stay cached for reads. On other systems, and for files that cannot (a test's
-// fault-injecting file), it does nothing.
-func StartWriteback(f File, off, n int64) error {
-	if wb, ok := f.(writebacker); ok {
-		return wb.startWriteback(off, n)
-	}
-	return nil
-}
-
 // dataSeeker is implemented by files that can find data past holes (lseek SEEK_DATA).
 type dataSeeker interface {
 	seekData(off int64) (int64, error)

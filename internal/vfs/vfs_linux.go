@@ -83,12 +83,6 @@ func (f *osFile) datasync() error {
 	return f.control("fdatasync", unix.Fdatasync)
 }
 
-func (f *osFile) startWriteback(off, n int64) error {
-	return f.control("sync_file_range", func(fd int) error {
-		return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
-	})
-}
-
 func (f *osFile) allocate(off, n int64) error {
 	// Errno.Is maps EOPNOTSUPP and ENOSYS to errors.ErrUnsupported.
 	return f.control("fallocate", func(fd int) error {
