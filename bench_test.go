@@ -195,7 +195,7 @@ func BenchmarkReadAt4K(b *testing.B) {
 	}
 }
 
-// bigDir holds 512 blobs of 1 MiB written with DirectIOWrites (so their values are aligned),
+// bigDir holds 512 blobs of 1 MiB written with direct writes (so their values are aligned),
 // shared by the BenchmarkReadAt1MiB variants; TestMain removes it.
 var bigDir struct {
 	once sync.Once
@@ -220,7 +220,7 @@ func BenchmarkReadAt1MiB(b *testing.B) {
 			b.Fatal(err)
 		}
 		bigDir.dir = dir
-		c, err := New(dir, WithDirectIOWrites(true), WithExpectedBlobs(bigBlobs))
+		c, err := New(dir, WithBufferedWrites(false), WithExpectedBlobs(bigBlobs))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func BenchmarkReadAt1MiB(b *testing.B) {
 		direct, cold, huge bool
 	}{{"buffered-hot", false, false, false}, {"buffered-cold", false, true, false}, {"direct", true, false, false}, {"direct-hugebuf", true, false, true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			opts := []Option{WithDirectIOWrites(true)}
+			opts := []Option{WithBufferedWrites(false)}
 			if tc.direct {
 				opts = append(opts, WithDirectIOReads(true))
 			}
@@ -344,19 +344,18 @@ func ddWrite(b *testing.B, dir string, mib int, direct bool) float64 {
 // BenchmarkPut1MiB puts 1 MiB blobs and reports, measured in the same directory in the same
 // run, the disk's sequential write bandwidth with O_DIRECT (dd, 16 MiB blocks, one fdatasync at
 // the end: the comparator, "ratio" is put-MB/s over it) and with buffered writes (dd, 1 MiB
-// blocks, "dd-buffered-MB/s"). Each variant is timed until its data is on disk, like dd's: the
-// default options through Close (sealing a segment syncs its data), Fsync through Close (every
-// batch is synced), DirectIO through Close. Run with -benchtime=2048x (2 GiB) or more so the
-// disk, not the page cache, sets the pace.
+// blocks, "dd-buffered-MB/s"). Each variant is timed until its data is on disk, like dd's:
+// through Close (sealing a segment syncs its data; with Fsync every batch is synced).
+// Run with -benchtime=2048x (2 GiB) or more so the disk, not the page cache, sets the pace.
 func BenchmarkPut1MiB(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		opts []Option
 	}{
-		{"default", nil},
+		{"default", nil}, // direct writes
 		{"fsync", []Option{WithFsync(true)}},
-		{"direct", []Option{WithDirectIOWrites(true)}},
-		{"direct-fsync", []Option{WithDirectIOWrites(true), WithFsync(true)}},
+		{"buffered", []Option{WithBufferedWrites(true)}},
+		{"buffered-fsync", []Option{WithBufferedWrites(true), WithFsync(true)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir := b.TempDir()

@@ -140,12 +140,12 @@ func New(path string, opts ...Option) (*Cache, error) {
 	return c, nil
 }
 
-// probeDirect turns DirectIOWrites and DirectIOReads off, saying why in Stats.DirectIOOff, if
+// probeDirect turns direct writes and DirectIOReads off, saying why in Stats.DirectIOOff, if
 // the directory's file system refuses O_DIRECT (some do; open(2) fails with EINVAL): the cache
 // then works through the page cache instead of failing every write. The probe opens the identity
 // file for direct reading, which needs no write, and closes it.
 func (c *Cache) probeDirect() {
-	if !c.opts.DirectIOWrites && !c.opts.DirectIOReads {
+	if c.opts.BufferedWrites && !c.opts.DirectIOReads {
 		return
 	}
 	f, err := c.opts.fs.OpenDirect(filepath.Join(c.dir, identityFile), os.O_RDONLY, 0)
@@ -153,7 +153,7 @@ func (c *Cache) probeDirect() {
 		f.Close()
 		return
 	}
-	c.opts.DirectIOWrites, c.opts.DirectIOReads = false, false
+	c.opts.BufferedWrites, c.opts.DirectIOReads = true, false
 	c.directOff = fmt.Sprintf("the file system of %s refuses O_DIRECT (%v): reads and writes go through the page cache", c.dir, err)
 }
 
@@ -345,7 +345,8 @@ func writeFileAtomic(fs vfs.FS, name string, data []byte) error {
 func (c *Cache) Put(key, value []byte) error { return c.put(key, value, 0, false, true, nil) }
 
 // UnsafePut is Put without the copy: the caller must not modify value until Drain returns (or
-// the cache is closed). With DirectIOWrites it copies like Put.
+// the cache is closed). With direct writes (the default; see Options.BufferedWrites) it copies
+// like Put.
 func (c *Cache) UnsafePut(key, value []byte) error { return c.put(key, value, 0, false, false, nil) }
 
 // PutChecksummed is Put with the blob's checksum computed by the caller with the configured hash

@@ -22,8 +22,13 @@ import (
 )
 
 // small options keep segments and batches tiny so tests exercise rotation, sealing and eviction.
+// They write through the page cache, so that the byte layouts the recovery scenarios record
+// (testdata/recovery) carry no direct-I/O padding; the direct writes of the default are what the
+// tests that add WithBufferedWrites(false) run (the model, stress, torture and fault tests each
+// have such variants).
 func small(extra ...Option) []Option {
 	return append([]Option{
+		WithBufferedWrites(true),
 		WithWriteBufferSize(64 << 10),
 		WithSegmentSize(2 << 20),
 		WithExpectedBlobs(1 << 12),
@@ -81,9 +86,9 @@ func TestPutGetSizes(t *testing.T) {
 	for _, opts := range [][]Option{
 		small(),
 		small(WithIndex(IndexSkipList)),
-		small(WithDirectIOWrites(true)),
+		small(WithBufferedWrites(false)),
 		small(WithDirectIOReads(true)),
-		small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)),
+		small(WithBufferedWrites(false), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)),
 		small(WithChecksum(true), WithVerifyOnRead(true)),
 		small(WithPerBlobFiles(true)),
 	} {
@@ -376,13 +381,13 @@ func TestStat(t *testing.T) {
 	}
 }
 
-// TestDirectAlignedValues: with DirectIOWrites, values of batch.AlignedValueMin bytes or more
+// TestDirectAlignedValues: with direct writes, values of batch.AlignedValueMin bytes or more
 // start at aligned offsets behind pad records (in batches) or lead pads (streamed), so
 // DirectIOReads land them in an aligned buffer in place. Every read path returns them exactly, mixed with small records, after a drain, a
 // clean reopen (footers) and a crash (the scan of the unsealed segment steps over the pads).
 func TestDirectAlignedValues(t *testing.T) {
 	dir := t.TempDir()
-	opts := []Option{WithWriteBufferSize(4 << 20), WithSegmentSize(64 << 20), WithDirectIOWrites(true), WithDirectIOReads(true)}
+	opts := []Option{WithWriteBufferSize(4 << 20), WithSegmentSize(64 << 20), WithBufferedWrites(false), WithDirectIOReads(true)}
 	c := open(t, dir, opts...)
 	sizes := []int{5, 128 << 10, 3000, 1 << 20, 129<<10 + 7, 1, 700 << 10, 1<<20 - 1}
 	vals := map[string][]byte{}
@@ -476,7 +481,7 @@ func (noDirectFS) OpenDirect(name string, _ int, _ os.FileMode) (vfs.File, error
 // and reads works through the page cache instead, and says so in Stats.
 func TestDirectIORefused(t *testing.T) {
 	dir := t.TempDir()
-	c := open(t, dir, small(withFS(noDirectFS{vfs.Default}), WithDirectIOWrites(true), WithDirectIOReads(true))...)
+	c := open(t, dir, small(withFS(noDirectFS{vfs.Default}), WithBufferedWrites(false), WithDirectIOReads(true))...)
 	vals := putKeys(t, c, "k", 200, 0, 20000) // several segments
 	if err := c.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
@@ -490,7 +495,7 @@ func TestDirectIORefused(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c = open(t, dir, small(WithDirectIOWrites(true))...)
+	c = open(t, dir, small(WithBufferedWrites(false))...)
 	defer c.Close()
 	if st := c.Stats(); st.DirectIOOff != "" {
 		t.Fatalf("DirectIOOff %q where O_DIRECT works", st.DirectIOOff)

@@ -107,7 +107,7 @@ func TestWriteFaults(t *testing.T) {
 		{"enospc", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Err: syscall.ENOSPC, Times: 1}, nil},
 		{"eio", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, nil},
 		{"short write", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Action: errorfs.Short, Keep: -1, Times: 1}, nil},
-		{"eio direct", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, []Option{WithDirectIOWrites(true)}},
+		{"eio direct", errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1}, []Option{WithBufferedWrites(false)}},
 		{"fsync eio", errorfs.Fault{Ops: errorfs.OpSync, Name: "*.seg", Times: 1}, []Option{WithFsync(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -534,7 +534,7 @@ func faultModel(t *testing.T, faults []*errorfs.Fault) {
 		small(),
 		small(WithVerifyOnRead(true)),
 		small(WithFsync(true), WithVerifyOnRead(true)),
-		small(WithDirectIOWrites(true), WithIndex(IndexSkipList)),
+		small(WithBufferedWrites(false), WithIndex(IndexSkipList)),
 	}
 	v := rng.IntN(len(variants))
 	t.Logf("variant %d", v)

@@ -66,7 +66,7 @@ func (l segmentLayout) checksValues() bool            { return false }
 func (l segmentLayout) maxValueSize(keyLen int) int64 {
 	o := &l.c.opts
 	n := segment.MaxRecordLen(o.SegmentSize) - record.HeaderSize - int64(keyLen)
-	if o.DirectIOWrites {
+	if o.directWrites() {
 		n -= 2 * (vfs.DirectIOAlignment + record.HeaderSize) // the most a lead and a pad add
 	}
 	return min(n, 1<<31)

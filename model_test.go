@@ -163,9 +163,9 @@ func optionVariants() []optionVariant {
 	return []optionVariant{
 		{"default", small(), false},
 		{"skiplist", small(WithIndex(IndexSkipList)), false},
-		{"directwrites-verify", small(WithDirectIOWrites(true), WithChecksum(true), WithVerifyOnRead(true)), false},
+		{"directwrites-verify", small(WithBufferedWrites(false), WithChecksum(true), WithVerifyOnRead(true)), false},
 		{"perblob", small(WithPerBlobFiles(true)), false},
-		{"direct-verify", small(WithDirectIOWrites(true), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)), false},
+		{"direct-verify", small(WithBufferedWrites(false), WithDirectIOReads(true), WithChecksum(true), WithVerifyOnRead(true)), false},
 		{"evict", small(WithMaxSize(4 << 20)), true},                               // a hit must still be right
 		{"perblob-evict", small(WithPerBlobFiles(true), WithMaxSize(1<<20)), true}, // likewise, blob by blob
 		{"directreads-evict", small(WithDirectIOReads(true), WithMaxSize(4<<20)), true},

@@ -68,16 +68,22 @@ type Options struct {
 	// forget recent writes, never return torn ones.
 	Fsync bool
 
-	// DirectIOWrites writes batches with O_DIRECT, bypassing the page cache. Batches (not blobs)
-	// are padded to 4 KiB. UnsafePut then copies like Put, since O_DIRECT needs aligned memory.
-	DirectIOWrites bool
+	// BufferedWrites writes batches through the page cache. Default off: batches are written
+	// with O_DIRECT, bypassing it, padded to 4 KiB (batches, not blobs), and UnsafePut copies
+	// like Put, since O_DIRECT needs aligned memory. Direct writes were chosen by measurement
+	// (docs/BENCHMARKS.md, "Direct writes by default"): they keep up with the device where
+	// buffered writes fall far behind it, at a fraction of the CPU, and they leave the page
+	// cache to what is read. A file system that refuses O_DIRECT gets buffered writes anyway
+	// (Stats.DirectIOOff).
+	BufferedWrites bool
 
 	// DirectIOReads reads blobs from segments with O_DIRECT, bypassing the page cache: each hit
 	// is one read of the aligned blocks around its record into a pooled buffer, and a copy of
 	// the bytes asked for. A cold hit then costs the kernel no page-cache fill and copy (several
 	// times the CPU of the read itself), and a cache much larger than RAM does not churn the
-	// page cache; but a hot blob is read from the device every time. Best with DirectIOWrites
-	// (buffered writes not yet written back are flushed before a direct read of their range).
+	// page cache; but a hot blob is read from the device every time. Best with direct writes,
+	// the default (buffered writes not yet written back are flushed before a direct read of
+	// their range).
 	// Not with PerBlobFiles.
 	DirectIOReads bool
 
@@ -230,6 +236,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// directWrites reports whether batches are written with O_DIRECT.
+func (o *Options) directWrites() bool { return !o.BufferedWrites }
+
 // Option sets a field of Options. Every With* function takes the field's value, booleans
 // included (WithFsync(true)), so that a flag's value can be passed as it is.
 type Option func(*Options)
@@ -262,8 +271,8 @@ func WithVerifyOnRead(v bool) Option { return func(o *Options) { o.VerifyOnRead 
 // WithFsync sets Options.Fsync.
 func WithFsync(v bool) Option { return func(o *Options) { o.Fsync = v } }
 
-// WithDirectIOWrites sets Options.DirectIOWrites.
-func WithDirectIOWrites(v bool) Option { return func(o *Options) { o.DirectIOWrites = v } }
+// WithBufferedWrites sets Options.BufferedWrites.
+func WithBufferedWrites(v bool) Option { return func(o *Options) { o.BufferedWrites = v } }
 
 // WithDirectIOReads sets Options.DirectIOReads.
 func WithDirectIOReads(v bool) Option { return func(o *Options) { o.DirectIOReads = v } }

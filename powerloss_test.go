@@ -54,7 +54,7 @@ func powerLoss(t *testing.T, fsync, verify bool) {
 		o := small(withFS(fs), WithFsync(fsync), WithVerifyOnRead(verify), WithExpectedBlobs(256),
 			withPutChunk(8<<10)) // PutFrom streams values past 8 KiB
 		if cycle%4 == 3 {
-			o = append(o, WithDirectIOWrites(true))
+			o = append(o, WithBufferedWrites(false))
 		}
 		if cycle%4 >= 2 {
 			o = append(o, WithDirectIOReads(true))

@@ -210,7 +210,7 @@ func (s *scenario) open(t *testing.T, td *datadriven.TestData) string {
 		case "fsync":
 			opts = append(opts, WithFsync(true))
 		case "direct":
-			opts = append(opts, WithDirectIOWrites(true))
+			opts = append(opts, WithBufferedWrites(false))
 		case "direct-reads":
 			opts = append(opts, WithDirectIOReads(true))
 		case "verify":

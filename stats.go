@@ -50,7 +50,7 @@ type Stats struct {
 	BloomFPR       float64 // estimated false-positive rate of the filter
 	BloomRebuilds  uint64
 	LastCorruption string // the last corruption seen, with file and offset
-	// DirectIOOff says why DirectIOWrites and DirectIOReads were turned off when the cache
+	// DirectIOOff says why direct writes and DirectIOReads were turned off when the cache
 	// opened (the file system refused O_DIRECT; the cache then reads and writes through the
 	// page cache), or is empty.
 	DirectIOOff string

@@ -209,7 +209,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32,
 	n := hdr.Len()
 	var lead int64
 	length := n
-	if c.opts.DirectIOWrites {
+	if c.opts.directWrites() {
 		lead = valueLead(int64(record.HeaderSize+len(key)), int64(c.chunkSize()))
 		length = lead + n + record.PadLen(lead+n, vfs.DirectIOAlignment) // the tail pad
 	}
@@ -482,7 +482,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 	// the second pad's is, so a torn write of it leaves that pad or the record, as without a
 	// lead.
 	var pad []byte
-	if w.c.opts.DirectIOWrites {
+	if w.c.opts.directWrites() {
 		pad = vfs.AlignedBuffer(int(lead) + record.HeaderSize)
 	} else {
 		pad = make([]byte, lead+record.HeaderSize)

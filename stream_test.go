@@ -79,9 +79,9 @@ func TestPutFromRoundTrip(t *testing.T) {
 		opts []Option
 	}{
 		{"default", nil},
-		{"direct", []Option{WithDirectIOWrites(true)}},
+		{"direct", []Option{WithBufferedWrites(false)}},
 		{"checksum-verify", []Option{WithChecksum(true), WithVerifyOnRead(true)}},
-		{"fsync", []Option{WithFsync(true), WithDirectIOWrites(true)}},
+		{"fsync", []Option{WithFsync(true), WithBufferedWrites(false)}},
 		{"perblob", []Option{WithPerBlobFiles(true)}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestPutFromAbandoned(t *testing.T) {
 				dir := t.TempDir()
 				opts := streamOpts(WithFsync(true))
 				if direct {
-					opts = append(opts, WithDirectIOWrites(true))
+					opts = append(opts, WithBufferedWrites(false))
 				}
 				c := open(t, dir, opts...)
 				old := value("k", 0, 5000)
@@ -362,7 +362,7 @@ func (r *genReader) Read(p []byte) (int, error) {
 // TestPutFromMemory: streaming a 48 MiB value allocates a small fraction of it: the value is
 // never whole in memory.
 func TestPutFromMemory(t *testing.T) {
-	c := open(t, t.TempDir(), WithWriteBufferSize(64<<20), WithSegmentSize(256<<20), WithDirectIOWrites(true))
+	c := open(t, t.TempDir(), WithWriteBufferSize(64<<20), WithSegmentSize(256<<20), WithBufferedWrites(false))
 	defer c.Close()
 	const size = 48 << 20
 	// Warm up: pools, the first segment.

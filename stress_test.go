@@ -266,7 +266,7 @@ func TestMixedSizes(t *testing.T) {
 		opts     []Option
 	}{
 		{"buffered", 6, nil},
-		{"direct", 8, []Option{WithDirectIOWrites(true)}},
+		{"direct", 8, []Option{WithBufferedWrites(false)}},
 		{"fsync", 6, []Option{WithFsync(true)}},
 		{"inflight1", 12, []Option{WithMaxInflightBatches(1)}},
 		{"skipmap", 16, []Option{WithIndex(IndexSkipList), WithVerifyOnRead(true)}},
@@ -296,7 +296,7 @@ func TestDiskBound(t *testing.T) {
 		{"2-segments", 2, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 		{"6-segments", 6, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 		{"2-segments-batched", 2, mixedLoad{sizes: batchedSize, drains: 1}, nil},
-		{"4-segments-direct", 4, mixedLoad{sizes: mixedSize, drains: 10}, []Option{WithDirectIOWrites(true)}},
+		{"4-segments-direct", 4, mixedLoad{sizes: mixedSize, drains: 10}, []Option{WithBufferedWrites(false)}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			opts := append(stressOptions(v.segments), v.opts...)

@@ -91,7 +91,7 @@ func (tc tortureConfig) options(writer bool) []Option {
 		opts = append(opts, WithPerBlobFiles(true))
 	}
 	if tc.Direct && !tc.PerBlob {
-		opts = append(opts, WithDirectIOWrites(true))
+		opts = append(opts, WithBufferedWrites(false))
 	}
 	if tc.DirectReads && !tc.PerBlob {
 		opts = append(opts, WithDirectIOReads(true))

@@ -332,7 +332,7 @@ func (w *writer) openBatch() (*batch.Batch, error) {
 			b = w.free[len(w.free)-1]
 			w.free = w.free[:len(w.free)-1]
 		case w.allocated < w.c.opts.MaxInflightBatches+1:
-			b = batch.New(w.c.opts.WriteBufferSize, w.c.opts.DirectIOWrites)
+			b = batch.New(w.c.opts.WriteBufferSize, w.c.opts.directWrites())
 			w.allocated++
 		default:
 			w.c.stats.putWaits.Add(1)
@@ -513,7 +513,7 @@ func (w *writer) rotate() error {
 	c := w.c
 	id := c.nextSegmentID.Add(1)
 	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
-		segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
+		segment.Options{Direct: c.opts.directWrites(), Sync: c.opts.Fsync})
 	// A full disk: make room by evicting the oldest segments, as MaxSize would, and try again.
 	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
 		evicted, eerr := c.evictOldestSealed()
@@ -525,7 +525,7 @@ func (w *writer) rotate() error {
 		}
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
 		a, err = segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
-			segment.Options{Direct: c.opts.DirectIOWrites, Sync: c.opts.Fsync})
+			segment.Options{Direct: c.opts.directWrites(), Sync: c.opts.Fsync})
 	}
 	if err != nil {
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))

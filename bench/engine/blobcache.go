@@ -81,7 +81,7 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 		blobcache.WithSegmentSize(2 << 30),
 		blobcache.WithWriteBufferSize(wb),
 		blobcache.WithMaxInflightBatches(prodInflight),
-		blobcache.WithDirectIOWrites(true),
+		blobcache.WithBufferedWrites(false),
 		blobcache.WithExpectedBlobs(exp),
 	}
 	if directReads {
@@ -95,7 +95,7 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 	s := []Setting{
 		{"SegmentSize", mib(2 << 30)},
 		{"WriteBufferSize x (MaxInflightBatches+1)", fmt.Sprintf("%s x %d, %s (seed: 1 GiB x 7)", mib(wb), prodInflight+1, why)},
-		{"DirectIOWrites", "true"},
+		{"BufferedWrites", "false (direct writes, the default)"},
 		{"DirectIOReads", fmt.Sprint(directReads)},
 		{"VerifyOnRead", verify},
 		{"ExpectedBlobs", fmt.Sprintf("%d (the most keys the phase writes)", exp)},

@@ -105,7 +105,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 		blobcache.WithWriteBufferSize(cfg.WriteBufferSize),
 		// Buffered writes: what is measured is which blobs stay, not the device; the page cache
 		// absorbs segments that are evicted before they are written back.
-		blobcache.WithDirectIOWrites(false),
+		blobcache.WithBufferedWrites(true),
 		blobcache.WithFlushInterval(time.Hour),
 	}
 	if cfg.ExpectedBlobs > 0 {

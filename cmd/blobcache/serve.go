@@ -78,7 +78,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
 	fl.Var(&wbufSize, "write-buffer-size", "write batch size (default 16M); larger values skip the batch")
 	fl.BoolVar(&cfg.Cache.Fsync, "fsync", false, "sync every batch: a write is durable once the next flush returns")
-	fl.BoolVar(&cfg.Cache.DirectIOWrites, "direct-io", false, "write batches with O_DIRECT")
+	fl.BoolVar(&cfg.Cache.BufferedWrites, "buffered-writes", false, "write batches through the page cache instead of with O_DIRECT")
 	fl.BoolVar(&cfg.Cache.DirectIOReads, "direct-io-reads", false, "read blobs with O_DIRECT, bypassing the page cache (for data much larger than RAM)")
 	fl.BoolVar(&noVerify, "no-verify", false, "do not check value checksums on reads (headers are always checked)")
 	fl.Int64Var(&expected, "expected-blobs", 0, "size the index and bloom filter for this many blobs (default 1M)")
