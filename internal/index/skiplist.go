@@ -48,11 +48,11 @@ type SkipList struct {
 // bits, immutable) and the access bit (accessedBit, set by Touch without a lock) into the 4 bytes
 // the alignment of low would otherwise leave empty, so the node stays 64 bytes.
 type node struct {
-	hash   uint64
-	loc    Loc
-	meta   atomic.Uint32
-	low    [lowLevels]atomic.Pointer[node]
-	high   *[maxHeight - lowLevels]atomic.Pointer[node] // nil unless height > lowLevels
+	hash uint64
+	loc  Loc
+	meta atomic.Uint32
+	low  [lowLevels]atomic.Pointer[node]
+	high *[maxHeight - lowLevels]atomic.Pointer[node] // nil unless height > lowLevels
 }
 
 // accessedBit in node.meta is the access bit.
