@@ -124,7 +124,9 @@ type Options struct {
 	// the bytes the cache writes (more exactly, rewriting n bytes needs the credit that
 	// n*(1-share)/share bytes of Puts and Deletes earned, and unspent credit is capped at one
 	// segment). A hit record over the budget is dropped, never waited for: reinsertion never
-	// slows a Put down. In (0, 1); default 0.5, at most as many bytes rewritten as put.
+	// slows a Put down. In (0, 1); default 0.8, at most four bytes rewritten per byte put (with
+	// AdmitOnSecondPut few bytes are put, and a smaller share leaves hot blobs unreinserted;
+	// without it, hits bound reinsertion long before the share does: see docs/BENCHMARKS.md).
 	ReinsertShare float64
 
 	// Admission decides which Puts are written (see Admission): a declined Put returns nil,
@@ -163,7 +165,7 @@ const (
 	DefaultExpectedBlobs      = 1 << 20
 	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
-	DefaultReinsertShare      = 0.5
+	DefaultReinsertShare      = 0.8
 	maxSegmentSize            = segment.MaxSize
 	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
 )

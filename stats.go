@@ -31,7 +31,8 @@ type Stats struct {
 
 	// Reinsertion (PolicyReinsert): records of the oldest segment hit since they were written,
 	// written again before it was evicted, and their bytes; and those that were not, because
-	// the budget (ReinsertShare, WriteBudget) was spent or they are larger than a write buffer.
+	// the budget (ReinsertShare, WriteBudget) was spent or they are larger than half a write
+	// buffer.
 	Reinserted      uint64
 	ReinsertedBytes uint64
 	ReinsertDropped uint64

@@ -88,7 +88,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.Int64Var(&expected, "expected-blobs", 0, "size the index and bloom filter for this many blobs (default 1M)")
 	fl.DurationVar(&cfg.Cache.FlushInterval, "flush-interval", 0, "longest wait of a partly filled write batch (default 100ms)")
 	fl.StringVar(&policy, "policy", "", "what eviction keeps: reinsert (blobs read since written are written again) or fifo (default reinsert)")
-	fl.Float64Var(&cfg.Cache.ReinsertShare, "reinsert-share", 0, "most of the bytes written that reinsertion may take, in (0, 1) (default 0.5)")
+	fl.Float64Var(&cfg.Cache.ReinsertShare, "reinsert-share", 0, "most of the bytes written that reinsertion may take, in (0, 1) (default 0.8)")
 	fl.StringVar(&admission, "admission", "all", "which writes go to disk: all, or second (a key's first write is declined, its second within --ghost-entries admitted)")
 	fl.IntVar(&ghostEntries, "ghost-entries", 0, "keys --admission second remembers (default --expected-blobs, or 1M)")
 	fl.Var(&writeBudget, "write-budget", "device write rate, bytes per second (e.g. 200M); over it writes are declined (default unlimited)")
