@@ -434,3 +434,42 @@ func TestWriteBudget(t *testing.T) {
 		t.Fatalf("Declined %d, Puts %d of %d", st.Declined, st.Puts, i)
 	}
 }
+
+func TestPolicyOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		opt Option
+		ok  bool
+	}{
+		{WithPolicy(PolicyFIFO), true},
+		{WithPolicy(Policy(7)), false},
+		{WithReinsertShare(0.3), true},
+		{WithReinsertShare(1), false},
+		{WithReinsertShare(-0.1), false},
+		{WithWriteBudget(1 << 20), true},
+		{WithWriteBudget(-1), false},
+		{WithAdmission(AdmitAll()), true},
+	} {
+		var o Options
+		tc.opt(&o)
+		if err := o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: Validate = %v", o, err)
+		}
+	}
+}
+
+// TestFIFOSetsNoBits: under PolicyFIFO the hit path leaves the access bits alone and nothing is
+// reinserted.
+func TestFIFOSetsNoBits(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyFIFO))...)
+	defer c.Close()
+	if err := c.Put([]byte("k"), value("k", 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	expect(t, c, "k", value("k", 0, 100))
+	h := record.KeyHash([]byte("k"))
+	loc, _ := c.idx.Get(h)
+	if c.rs != nil || c.idx.Accessed(h, loc) {
+		t.Fatal("PolicyFIFO set an access bit or started a reinserter")
+	}
+}
