@@ -79,7 +79,8 @@ func (f *fixture) get(b *testing.B, n, size int) *Cache {
 			b.Fatal(err)
 		}
 		f.dir, f.n = dir, n
-		f.c, err = New(dir, WithExpectedBlobs(int64(n)))
+		// A bounded cache, as in production: the hit path then sets access bits (PolicyReinsert).
+		f.c, err = New(dir, WithExpectedBlobs(int64(n)), WithMaxSize(1<<40))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -42,8 +42,14 @@ type Cache struct {
 
 	layout layout // segment files or one file per blob
 	w      *writer
-	closed atomic.Bool
-	stats  counters
+
+	// What the cache keeps (policy.go, reinsert.go): admission is set when Puts are admitted
+	// by a policy or a budget; rs, when eviction reinserts (and hits set access bits).
+	admission bool
+	budget    *writeBudget
+	rs        *reinserter
+	closed    atomic.Bool
+	stats     counters
 
 	lastCorruption atomic.Pointer[string]
 	directOff      string // why direct I/O was turned off at open (probeDirect), or ""
@@ -126,6 +132,13 @@ func New(path string, opts ...Option) (*Cache, error) {
 			c.lock.Close()
 			return nil, err
 		}
+	}
+	c.admission = o.Admission != nil || o.WriteBudget > 0
+	if o.WriteBudget > 0 {
+		c.budget = newWriteBudget(o.WriteBudget, o.Clock)
+	}
+	if o.Policy == PolicyReinsert && o.MaxSize > 0 && !o.PerBlobFiles {
+		c.rs = newReinserter(c)
 	}
 	c.w = newWriter(c)
 	if len(c.lost) > 0 {
@@ -436,7 +449,13 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.checkSize(key, attrsOf(m), int64(len(value))); err != nil {
 		return err
 	}
-	if !c.buffered(record.HeaderSize + int64(len(key)) + int64(len(value)) + int64(len(attrsOf(m)))) {
+	n := record.HeaderSize + int64(len(key)) + int64(len(value)) + int64(len(attrsOf(m)))
+	if c.admission && admits(m) {
+		if h := record.KeyHash(key); !c.admit(key, h, n) {
+			return c.decline(key, h, m)
+		}
+	}
+	if !c.buffered(n) {
 		// Too large for a write buffer: written straight from value before Put returns, its
 		// checksums computed on the way.
 		var want *uint32
@@ -517,6 +536,9 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
+	if c.budget != nil {
+		c.budget.take(hdr.Len(), true) // a tombstone is always written, and counts
+	}
 	accepted, err := c.w.append(l.h, hdr, key, nil, true, m)
 	if !accepted {
 		return err
@@ -565,6 +587,9 @@ func (c *Cache) Close() error {
 		}
 		failed := c.stats.flushErrors.Load()
 		unreported := c.w.takeUnreported() // a failure before Close that no caller was told of
+		if c.rs != nil {
+			c.rs.close()
+		}
 		c.w.close()
 		c.sealers.Wait()
 		var errs []error

@@ -115,6 +115,14 @@ func (l *keyLookup) hit() {
 	}
 }
 
+// touched notes a hit that returned bytes of the record l found: its access bit, for
+// reinsertion (see reinsert.go). Not under PolicyFIFO, where nothing reads the bits.
+func (l *keyLookup) touched() {
+	if l.c.rs != nil {
+		l.c.idx.Touch(l.h, l.loc)
+	}
+}
+
 func (l *keyLookup) miss() {
 	if l.st != nil {
 		l.st.misses.Add(1)

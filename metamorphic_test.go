@@ -223,7 +223,7 @@ func TestMetamorphic(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d reads of held keys hit, %d missed; %d evictions; %d steps wrong", v.name, hits, misses, runs[j].evictions(), wrong)
-		if steps >= 1000 && runs[j].evictions() == 0 {
+		if steps >= 1000 && !v.declines && runs[j].evictions() == 0 {
 			t.Errorf("variant %s evicted nothing", v.name)
 		}
 	}

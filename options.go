@@ -127,6 +127,36 @@ type Options struct {
 	// ErrLocked) and no writer while one is open. Default off.
 	ReadOnly bool
 
+	// Policy is what eviction does with the records of the oldest segment (see Policy).
+	// Default PolicyReinsert: the records hit since they were written are written again at the
+	// head, within ReinsertShare of the writes; the rest go with the segment. PolicyFIFO
+	// drops them all (every hit then costs nothing extra, but a popular blob is evicted as
+	// soon as an unpopular one, and must be missed and written again). With PerBlobFiles
+	// or without MaxSize there is nothing to reinsert and the policy is FIFO.
+	Policy Policy
+
+	// ReinsertShare bounds reinsertion: the bytes it rewrites are at most this share of all
+	// the bytes the cache writes (more exactly, rewriting n bytes needs the credit that
+	// n*(1-share)/share bytes of Puts and Deletes earned, and unspent credit is capped at one
+	// segment). A hit record over the budget is dropped, never waited for: reinsertion never
+	// slows a Put down. In (0, 1); default 0.8, at most four bytes rewritten per byte put (with
+	// AdmitOnSecondPut few bytes are put, and a smaller share leaves hot blobs unreinserted;
+	// without it, hits bound reinsertion long before the share does: see docs/BENCHMARKS.md).
+	ReinsertShare float64
+
+	// Admission decides which Puts are written (see Admission): a declined Put returns nil,
+	// writes no value, and counts in Stats.Declined; if the key held a blob, a tombstone is
+	// written instead, so that the older blob is never read back. Conditional writes (a
+	// PutOptions.If) and Touch are always admitted. Default nil: every Put is admitted.
+	Admission Admission
+
+	// WriteBudget bounds the rate of device writes, in bytes per second (record bytes of
+	// Puts, Deletes and reinsertions), for flash endurance: a Put that would take the rate over
+	// it (allowing a burst of one second's budget) is declined, as by Admission, and a
+	// reinsertion dropped. Tombstones are always written. Measured by Clock. Default 0: no
+	// budget.
+	WriteBudget int64
+
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
 	// records are measured by (default time.Now). A server whose tests fix the time sets it.
 	Clock func() time.Time
@@ -150,6 +180,7 @@ const (
 	DefaultExpectedBlobs      = 1 << 20
 	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
+	DefaultReinsertShare      = 0.8
 	maxSegmentSize            = segment.MaxSize
 	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
 )
@@ -187,6 +218,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BloomMaxFPR == 0 {
 		o.BloomMaxFPR = DefaultBloomMaxFPR
+	}
+	if o.ReinsertShare == 0 {
+		o.ReinsertShare = DefaultReinsertShare
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -232,6 +266,12 @@ func (o Options) Validate() error {
 		return bad("BloomMaxFPR %v is outside (0, 1)", o.BloomMaxFPR)
 	case o.Index != IndexHashTable && o.Index != IndexSkipList:
 		return bad("unknown Index %d", o.Index)
+	case o.Policy != PolicyReinsert && o.Policy != PolicyFIFO:
+		return bad("unknown Policy %d", o.Policy)
+	case o.ReinsertShare <= 0 || o.ReinsertShare >= 1:
+		return bad("ReinsertShare %v is outside (0, 1)", o.ReinsertShare)
+	case o.WriteBudget < 0:
+		return bad("WriteBudget %d is negative", o.WriteBudget)
 	}
 	return nil
 }
@@ -294,6 +334,20 @@ func WithExpectedBlobs(n int64) Option { return func(o *Options) { o.ExpectedBlo
 
 // WithReadOnly sets Options.ReadOnly.
 func WithReadOnly(v bool) Option { return func(o *Options) { o.ReadOnly = v } }
+
+// WithPolicy sets Options.Policy.
+func WithPolicy(p Policy) Option { return func(o *Options) { o.Policy = p } }
+
+// WithReinsertShare sets Options.ReinsertShare.
+func WithReinsertShare(share float64) Option { return func(o *Options) { o.ReinsertShare = share } }
+
+// WithAdmission sets Options.Admission.
+func WithAdmission(a Admission) Option { return func(o *Options) { o.Admission = a } }
+
+// WithWriteBudget sets Options.WriteBudget, in bytes per second.
+func WithWriteBudget(bytesPerSecond int64) Option {
+	return func(o *Options) { o.WriteBudget = bytesPerSecond }
+}
 
 // WithClock sets Options.Clock.
 func WithClock(now func() time.Time) Option { return func(o *Options) { o.Clock = now } }

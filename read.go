@@ -58,6 +58,9 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 		switch res {
 		case openHit:
 			l.hit()
+			if r.err == nil {
+				l.touched()
+			}
 			return r, true
 		case openMiss:
 			l.miss()
@@ -294,6 +297,9 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		switch res {
 		case openHit:
 			l.hit()
+			if err == nil || err == io.EOF {
+				l.touched()
+			}
 			return n, err
 		case openMiss:
 			l.miss()

@@ -39,7 +39,7 @@ import (
 //
 // Commands (keys may be ranges: k0..k99; sizes take K and M suffixes):
 //
-//	open [fsync] [direct] [direct-reads] [verify] [checksum] [skiplist]
+//	open [fsync] [direct] [direct-reads] [verify] [checksum] [skiplist] [fifo]
 //	     [segment-size=N] [write-buffer=N] [max-size=N] [inflight=N]
 //	                         New; "ok" or the error class
 //	close                    Close; "ok" or the error class
@@ -219,6 +219,8 @@ func (s *scenario) open(t *testing.T, td *datadriven.TestData) string {
 			opts = append(opts, WithChecksum(true))
 		case "skiplist":
 			opts = append(opts, WithIndex(IndexSkipList))
+		case "fifo":
+			opts = append(opts, WithPolicy(PolicyFIFO))
 		case "segment-size":
 			opts = append(opts, WithSegmentSize(val()))
 		case "write-buffer":

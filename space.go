@@ -46,6 +46,9 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 		}
 		c.w.sealed(err) // a rotation may be waiting to evict s
 		c.reclaim()     // records freed while s was active may be punched now
+		if c.rs != nil {
+			c.rs.poke()
+		}
 	}
 	if c.opts.Fsync {
 		work()

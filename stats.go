@@ -27,6 +27,15 @@ type Stats struct {
 	Invalidated         uint64 // reads that found the key's blob invalidated by InvalidateAll (each a miss)
 	Invalidations       uint64 // InvalidateAll calls
 	PreconditionFailed  uint64 // conditional writes refused (ErrExists, ErrNotFound)
+	Declined            uint64 // Puts not written, by Options.Admission or Options.WriteBudget (each returned nil)
+
+	// Reinsertion (PolicyReinsert): records of the oldest segment hit since they were written,
+	// written again before it was evicted, and their bytes; and those that were not, because
+	// the budget (ReinsertShare, WriteBudget) was spent or they are larger than half a write
+	// buffer.
+	Reinserted      uint64
+	ReinsertedBytes uint64
+	ReinsertDropped uint64
 
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
@@ -73,6 +82,9 @@ type counters struct {
 	roomWaits, streamsOutrun              atomic.Uint64
 	expired, invalidated                  atomic.Uint64
 	invalidations, condFailed             atomic.Uint64
+	declined                              atomic.Uint64
+	reinserted, reinsertedBytes           atomic.Uint64
+	reinsertDropped                       atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -98,6 +110,10 @@ func (c *Cache) Stats() Stats {
 		Invalidated:        c.stats.invalidated.Load(),
 		Invalidations:      c.stats.invalidations.Load(),
 		PreconditionFailed: c.stats.condFailed.Load(),
+		Declined:           c.stats.declined.Load(),
+		Reinserted:         c.stats.reinserted.Load(),
+		ReinsertedBytes:    c.stats.reinsertedBytes.Load(),
+		ReinsertDropped:    c.stats.reinsertDropped.Load(),
 		Flushes:            c.stats.flushes.Load(),
 		FlushedBytes:       c.stats.flushedBytes.Load(),
 		FlushTime:          time.Duration(c.stats.flushNanos.Load()),

@@ -149,7 +149,13 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
 	}
 	if size <= int64(c.chunkSize()) || !c.layout.streams() {
-		return c.putFromBuffered(key, r, size, m)
+		return c.putFromBuffered(key, r, size, m) // through put, and its admission
+	}
+	if c.admission && admits(m) {
+		n := record.HeaderSize + int64(len(key)) + size + int64(len(attrsOf(m)))
+		if h := record.KeyHash(key); !c.admit(key, h, n) {
+			return c.decline(key, h, m) // r is not read
+		}
 	}
 	return c.putFromStream(key, r, size, nil, m)
 }

@@ -110,6 +110,10 @@ type writer struct {
 	stale   []staleKey
 	nextSeq uint64
 	active  *segHandle // segment that new batches are placed in
+	// reinsertCredit is the bytes reinsertion may still write, earned by Puts and Deletes at
+	// creditPerByte (see reinsert.go).
+	reinsertCredit int64
+	creditPerByte  float64
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -142,6 +146,7 @@ func newWriter(c *Cache) *writer {
 		stop:    make(chan struct{}),
 	}
 	w.cond = sync.NewCond(&w.mu)
+	w.creditPerByte = c.opts.ReinsertShare / (1 - c.opts.ReinsertShare)
 	w.commitCond = sync.NewCond(&w.commitMu)
 	w.live.Store(new([]*batch.Batch))
 	for range n {
@@ -181,6 +186,7 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	if err := w.appendLocked(h, hdr, key, value, copyValue, m); err != nil {
 		return false, err
 	}
+	w.earn(hdr.Len())
 	return true, earlier
 }
 
@@ -547,6 +553,9 @@ func (w *writer) rotate() error {
 	c.segs.add(s)
 	c.segs.mu.Unlock()
 	w.active = s
+	if c.rs != nil {
+		c.rs.poke() // the oldest segment may be the next to go
+	}
 	return nil
 }
 

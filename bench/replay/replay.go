@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seed57392e9e/blobcache"
@@ -25,6 +27,56 @@ type Config struct {
 	SegmentSize     int64  // from Geometry
 	WriteBufferSize int64  // from Geometry
 	ExpectedBlobs   int64  // sizes the bloom filter and index (0: the library's default)
+	// Policy is what the cache keeps, as ParsePolicy reads it ("": the library's defaults).
+	Policy string
+	// MeanSize is the trace's mean object size, bytes: a ghost set of AdmitOnSecondPut
+	// remembers as many keys as the cache holds objects of it, unless the policy says.
+	MeanSize int64
+}
+
+// ParsePolicy turns a policy spec into options: parts joined by '+', each one of
+//
+//	fifo                 blobcache.PolicyFIFO
+//	reinsert[=share]     blobcache.PolicyReinsert, with ReinsertShare (default the library's)
+//	second[=n]           blobcache.AdmitOnSecondPut(n); n defaults to maxSize/meanSize
+//	all                  blobcache.AdmitAll
+//
+// "" or "default" is the library's defaults.
+func ParsePolicy(spec string, maxSize, meanSize int64) ([]blobcache.Option, error) {
+	var opts []blobcache.Option
+	if spec == "" || spec == "default" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(spec, "+") {
+		name, arg, hasArg := strings.Cut(part, "=")
+		switch name {
+		case "fifo":
+			opts = append(opts, blobcache.WithPolicy(blobcache.PolicyFIFO))
+		case "reinsert":
+			opts = append(opts, blobcache.WithPolicy(blobcache.PolicyReinsert))
+			if hasArg {
+				share, err := strconv.ParseFloat(arg, 64)
+				if err != nil {
+					return nil, fmt.Errorf("replay: policy %q: share %q: %w", spec, arg, err)
+				}
+				opts = append(opts, blobcache.WithReinsertShare(share))
+			}
+		case "second":
+			n := maxSize / max(meanSize, 1)
+			if hasArg {
+				var err error
+				if n, err = strconv.ParseInt(arg, 10, 64); err != nil {
+					return nil, fmt.Errorf("replay: policy %q: ghost size %q: %w", spec, arg, err)
+				}
+			}
+			opts = append(opts, blobcache.WithAdmission(blobcache.AdmitOnSecondPut(int(max(n, 1)))))
+		case "all":
+			opts = append(opts, blobcache.WithAdmission(blobcache.AdmitAll()))
+		default:
+			return nil, fmt.Errorf("replay: policy %q: unknown part %q", spec, part)
+		}
+	}
+	return opts, nil
 }
 
 // Geometry returns the segment size and write buffer for a cache of maxSize bytes cut into
@@ -65,8 +117,12 @@ type Result struct {
 	// (64-byte header, key, value) the cache handed to the file system. Segment headers (4 KiB)
 	// and footers (20 bytes a record) are not in it.
 	FlushedBytes uint64  `json:"flushed_bytes"`
-	Evictions    uint64  `json:"evictions"` // segments evicted
-	Segments     int     `json:"segments"`  // live segments at the end
+	Policy       string  `json:"policy"`
+	Declined     uint64  `json:"declined"`      // Puts the admission policy declined (each a later miss)
+	Reinserted   uint64  `json:"reinserted"`    // records written again before their segment was evicted
+	ReinsertDrop uint64  `json:"reinsert_drop"` // hit records not written again: over the share
+	Evictions    uint64  `json:"evictions"`     // segments evicted
+	Segments     int     `json:"segments"`      // live segments at the end
 	Seconds      float64 `json:"seconds"`
 }
 
@@ -93,7 +149,11 @@ func ratio(a, b float64) float64 {
 // one-byte GetRange: the same lookup as Get (bloom filter, write buffer, index, then the record's
 // header and key read and checked), without copying a value nobody looks at.
 func Run(reqs []trace.Request, cfg Config) (Result, error) {
-	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize}
+	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize, Policy: cfg.Policy}
+	policy, err := ParsePolicy(cfg.Policy, cfg.MaxSize, cfg.MeanSize)
+	if err != nil {
+		return res, err
+	}
 	dir, err := os.MkdirTemp(cfg.Dir, "blobcache-trace-")
 	if err != nil {
 		return res, err
@@ -111,6 +171,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	if cfg.ExpectedBlobs > 0 {
 		opts = append(opts, blobcache.WithExpectedBlobs(cfg.ExpectedBlobs))
 	}
+	opts = append(opts, policy...)
 	c, err := blobcache.New(dir, opts...)
 	if err != nil {
 		return res, err
@@ -157,6 +218,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	res.Seconds = time.Since(start).Seconds()
 	s := c.Stats()
 	res.FlushedBytes, res.Evictions, res.Segments = s.FlushedBytes, s.Evictions, s.Segments
+	res.Declined, res.Reinserted, res.ReinsertDrop = s.Declined, s.Reinserted, s.ReinsertDropped
 	if err := errors.Join(stop(), c.Close()); err != nil {
 		return res, err
 	}

@@ -67,14 +67,16 @@ def libcachesim_miss(path, algo, size):
     return cache.process_trace(reader(path))
 
 
-def blobcache(bench, path, size, segments, workdir):
+def blobcache(bench, path, size, segments, workdir, policies="default"):
+    """BlobCache's runs of one cache size, one per policy (blobcache-bench trace -policy)."""
     out = os.path.join(workdir, "bc.json")
-    cmd = [bench, "trace", "-oracle", path, "-cache", str(size), "-segments", str(segments), "-json", out]
+    cmd = [bench, "trace", "-oracle", path, "-cache", str(size), "-segments", str(segments), "-json", out,
+           "-policy", policies]
     if ARGS.dir:
         cmd += ["-dir", ARGS.dir]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
-        return json.load(f)["runs"][0]
+        return json.load(f)["runs"]
 
 
 def human(n):
@@ -97,6 +99,9 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the generated traces (their directory is printed)")
     p.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else "",
                    help="parent of BlobCache's temporary directories")
+    p.add_argument("--policies", default="fifo,reinsert,fifo+second,reinsert+second,default",
+                   help="BlobCache policies (blobcache-bench trace -policy), one column each")
+    p.add_argument("--no-sanity", action="store_true", help="skip the FIFO sanity table")
     ARGS = p.parse_args()
     if not ARGS.fractions:
         ARGS.fractions = "0.1" if ARGS.quick else "0.01,0.1"
@@ -136,22 +141,41 @@ def run(work):
         for frac in [float(f) for f in ARGS.fractions.split(",")]:
             size = int(frac * wss)
             miss = {name: libcachesim_miss(path, algo, size)[0] for name, algo in ALGOS}
-            bc = blobcache(bench, path, size, ARGS.segments, work)
-            rows.append((label, frac, size, miss, bc))
-            # FIFO with the bytes BlobCache holds on average: half a segment less (whole-segment
-            # eviction, the active segment counted full) and its per-record overhead.
-            eff = int((size - bc["segment_size"] / 2) * mean / (mean + RECORD_OVERHEAD))
-            sanity.append((label, frac, size, bc, miss["FIFO"], libcachesim_miss(path, lcs.FIFO, eff)[0], eff))
+            runs = blobcache(bench, path, size, ARGS.segments, work, ARGS.policies)
+            rows.append((label, frac, size, miss, runs))
+            bc = next((r for r in runs if r["policy"] == "fifo"), runs[0])
+            if not ARGS.no_sanity:
+                # FIFO with the bytes BlobCache holds on average: half a segment less
+                # (whole-segment eviction, the active segment counted full) and its per-record
+                # overhead.
+                eff = int((size - bc["segment_size"] / 2) * mean / (mean + RECORD_OVERHEAD))
+                sanity.append((label, frac, size, bc, miss["FIFO"], libcachesim_miss(path, lcs.FIFO, eff)[0], eff))
             print(f"done: {label} {frac}", file=sys.stderr)
 
     names = [n for n, _ in ALGOS]
-    print("| trace | cache | " + " | ".join(names) + " | BlobCache | BlobCache byte miss | BlobCache written/requested |")
-    print("|---|---|" + "--:|" * (len(names) + 3))
-    for label, frac, size, miss, bc in rows:
-        cells = " | ".join(f"{miss[n]:.4f}" for n in names)
-        print(f"| {label} | {frac:g} ({human(size)}) | {cells} | {bc['miss_ratio']:.4f} | "
-              f"{bc['byte_miss_ratio']:.4f} | {bc['write_amp']:.3f} |")
+    pols = ARGS.policies.split(",")
+    print("Object miss ratio (libCacheSim's policies, then BlobCache's):")
     print()
+    print("| trace | cache | " + " | ".join(names) + " | " + " | ".join(f"BC {p}" for p in pols) + " |")
+    print("|---|---|" + "--:|" * (len(names) + len(pols)))
+    for label, frac, size, miss, runs in rows:
+        cells = " | ".join(f"{miss[n]:.4f}" for n in names)
+        bcs = " | ".join(f"{r['miss_ratio']:.4f}" for r in runs)
+        print(f"| {label} | {frac:g} ({human(size)}) | {cells} | {bcs} |")
+    print()
+    print("BlobCache's bytes written per byte requested (reinsertions and tombstones included), and its "
+          "byte miss ratio:")
+    print()
+    print("| trace | cache | " + " | ".join(f"{p} written" for p in pols) + " | " +
+          " | ".join(f"{p} byte miss" for p in pols) + " |")
+    print("|---|---|" + "--:|" * (2 * len(pols)))
+    for label, frac, size, miss, runs in rows:
+        w = " | ".join(f"{r['write_amp']:.3f}" for r in runs)
+        b = " | ".join(f"{r['byte_miss_ratio']:.4f}" for r in runs)
+        print(f"| {label} | {frac:g} ({human(size)}) | {w} | {b} |")
+    print()
+    if ARGS.no_sanity:
+        return
     print("Sanity: FIFO against BlobCache (FIFO by segment). \"FIFO, held bytes\" is libCacheSim's FIFO with "
           "the bytes BlobCache holds on average: MaxSize less half a segment, less 92 bytes a record.")
     print()

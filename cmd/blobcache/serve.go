@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -53,6 +54,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		maxSize, segSize, wbufSize           = sizeFlag(0), sizeFlag(0), sizeFlag(0)
 		expected                             int64
 		noVerify                             bool
+		policy, admission                    string
+		ghostEntries                         int
+		writeBudget                          = sizeFlag(0)
 	)
 	fl.StringVar(&cfg.Dir, "dir", defaultDir(), "cache directory (created if missing)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
@@ -83,6 +87,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.BoolVar(&noVerify, "no-verify", false, "do not check value checksums on reads (headers are always checked)")
 	fl.Int64Var(&expected, "expected-blobs", 0, "size the index and bloom filter for this many blobs (default 1M)")
 	fl.DurationVar(&cfg.Cache.FlushInterval, "flush-interval", 0, "longest wait of a partly filled write batch (default 100ms)")
+	fl.StringVar(&policy, "policy", "", "what eviction keeps: reinsert (blobs read since written are written again) or fifo (default reinsert)")
+	fl.Float64Var(&cfg.Cache.ReinsertShare, "reinsert-share", 0, "most of the bytes written that reinsertion may take, in (0, 1) (default 0.8)")
+	fl.StringVar(&admission, "admission", "all", "which writes go to disk: all, or second (a key's first write is declined, its second within --ghost-entries admitted)")
+	fl.IntVar(&ghostEntries, "ghost-entries", 0, "keys --admission second remembers (default --expected-blobs, or 1M)")
+	fl.Var(&writeBudget, "write-budget", "device write rate, bytes per second (e.g. 200M); over it writes are declined (default unlimited)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -105,6 +114,27 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Cache.MaxSize, cfg.Cache.SegmentSize, cfg.Cache.WriteBufferSize = int64(maxSize), int64(segSize), int64(wbufSize)
 	cfg.Cache.ExpectedBlobs = expected
 	cfg.Cache.VerifyOnRead = !noVerify
+	cfg.Cache.WriteBudget = int64(writeBudget)
+	switch policy {
+	case "", "reinsert":
+		cfg.Cache.Policy = blobcache.PolicyReinsert
+	case "fifo":
+		cfg.Cache.Policy = blobcache.PolicyFIFO
+	default:
+		fmt.Fprintf(stderr, "blobcache serve: --policy %q: want reinsert or fifo\n", policy)
+		return exitError(2)
+	}
+	switch admission {
+	case "all":
+	case "second":
+		if ghostEntries <= 0 {
+			ghostEntries = int(cmp.Or(expected, blobcache.DefaultExpectedBlobs))
+		}
+		cfg.Cache.Admission = blobcache.AdmitOnSecondPut(ghostEntries)
+	default:
+		fmt.Fprintf(stderr, "blobcache serve: --admission %q: want all or second\n", admission)
+		return exitError(2)
+	}
 	cfg.Version = "blobcache-" + version()
 
 	if tokenFile != "" {

@@ -16,6 +16,11 @@
 //   - One entry per hash; Put replaces. A Loc is read whole: a reader never sees the Segment of
 //     one Put with the Offset of another.
 //   - MemoryBytes counts capacity (what the process holds), not live entries.
+//   - Every entry has one access bit: Touch sets it (a hit on the record at that location),
+//     Accessed reads it, and every Put of the hash clears it (the new record is not accessed
+//     yet). HashTable keeps the bits in a per-shard array beside its slots (1/8 byte a slot,
+//     moved with the entries under the write lock, set with an atomic OR under the read lock);
+//     SkipList in a spare word of the node.
 //
 // Concurrency: every method is safe for concurrent use. HashTable locks one shard per call (a read
 // lock for Get); SkipList readers take no lock and its writers take one mutex. Range never holds a

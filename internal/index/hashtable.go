@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -32,7 +33,8 @@ const (
 // HashTable is the default Index: 256 shards, each an open-addressing table with linear probing,
 // selected by the top 8 bits of the hash.
 //
-// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs). Both arrays hold no
+// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs) and one access bit
+// (marks, see Touch). Both arrays hold no
 // pointers, so the garbage collector never scans them, whatever their size. A probe walks hashes
 // alone, 8 per cache line, and reads locs once, on a hit.
 //
@@ -61,14 +63,19 @@ type shard struct {
 // shardTable is one open-addressing table and the lock that guards all of it: nothing in it is read
 // without holding the lock (readers take the read lock).
 //
-// Invariants: len(hashes) == len(locs) >= minShardCap; hashes[i] == 0 marks an empty slot (and
-// then locs[i] is zero); count is the number of non-empty slots and count*8 <= len(hashes)*7, so at
+// marks holds one access bit per slot (bit i%64 of word i/64): set by Touch under the read lock
+// (an atomic OR, so readers never contend for more than the word), cleared when the slot gets a
+// new location, moved with its entry. It costs 1/8 byte per slot.
+//
+// Invariants: len(hashes) == len(locs) >= minShardCap; len(marks) == (len(hashes)+63)/64;
+// hashes[i] == 0 marks an empty slot (and then locs[i] is zero and its mark clear); count is the number of non-empty slots and count*8 <= len(hashes)*7, so at
 // least one slot is empty; every entry sits in the probe run that starts at its home slot, with no
 // empty slot between its home and itself (going forward, wrapping at the end).
 type shardTable struct {
 	sync.RWMutex
 	hashes []uint64
 	locs   []Loc
+	marks  []atomic.Uint64
 	count  int
 }
 
@@ -112,6 +119,29 @@ func (t *HashTable) Get(h uint64) (Loc, bool) {
 	}
 	s.RUnlock()
 	return loc, ok
+}
+
+// Touch sets the access bit of h's entry if its location is loc. It takes the shard's read lock
+// and allocates nothing.
+func (t *HashTable) Touch(h uint64, loc Loc) {
+	s := t.shard(h)
+	s.RLock()
+	if i, ok := s.find(h); ok && s.locs[i] == loc {
+		if w := &s.marks[i/64]; w.Load()&(1<<(i%64)) == 0 {
+			w.Or(1 << (i % 64))
+		}
+	}
+	s.RUnlock()
+}
+
+// Accessed reports whether h's location is loc and its access bit is set.
+func (t *HashTable) Accessed(h uint64, loc Loc) bool {
+	s := t.shard(h)
+	s.RLock()
+	i, ok := s.find(h)
+	ok = ok && s.locs[i] == loc && s.marked(i)
+	s.RUnlock()
+	return ok
 }
 
 // Put inserts or replaces the location of h and returns the previous one, if any.
@@ -238,13 +268,14 @@ func (t *HashTable) Range(fn func(h uint64, loc Loc) bool) {
 	}
 }
 
-// MemoryBytes returns the capacity of all shards times 20 bytes, plus the fixed shard array.
+// MemoryBytes returns the capacity of all shards times 20 bytes, their access bits, plus the
+// fixed shard array.
 func (t *HashTable) MemoryBytes() int64 {
 	n := int64(unsafe.Sizeof(*t))
 	for i := range t.shards {
 		s := &t.shards[i].mu
 		s.RLock()
-		n += int64(len(s.hashes)) * int64(slotBytes)
+		n += int64(len(s.hashes))*int64(slotBytes) + int64(len(s.marks))*8
 		s.RUnlock()
 	}
 	return n
@@ -280,6 +311,7 @@ func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
 	if ok {
 		old := s.locs[i]
 		s.locs[i] = loc
+		s.setMark(i, false) // a new record: not accessed yet
 		return old, true
 	}
 	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
@@ -317,10 +349,26 @@ func (s *shardTable) removeAt(i int) {
 			continue
 		}
 		hs[i], ls[i] = h, ls[j]
+		s.setMark(i, s.marked(j))
 		i = j
 	}
 	hs[i], ls[i] = 0, Loc{}
+	s.setMark(i, false)
 	s.count--
+}
+
+// marked reports slot i's access bit. The caller holds the lock (either mode).
+func (s *shardTable) marked(i int) bool { return s.marks[i/64].Load()&(1<<(i%64)) != 0 }
+
+// setMark sets or clears slot i's access bit. The caller holds the write lock; the atomic
+// operation is for readers' Touch, which are excluded meanwhile but use atomics too.
+func (s *shardTable) setMark(i int, v bool) {
+	w := &s.marks[i/64]
+	if v {
+		w.Or(1 << (i % 64))
+	} else if w.Load()&(1<<(i%64)) != 0 {
+		w.And(^uint64(1 << (i % 64)))
+	}
 }
 
 // resize moves the entries into new arrays of about c slots (see allocWords). Entries are visited
@@ -334,14 +382,18 @@ func (s *shardTable) resize(c int) {
 	buf := slices.Grow([]uint64(nil), allocWords(c)) // capacity: what the allocator really gives
 	buf = buf[:cap(buf)]
 	c = len(buf) * 8 / slotBytes
-	oh, ol := s.hashes, s.locs
+	oh, ol, om := s.hashes, s.locs, s.marks
 	s.hashes = buf[:c:c]
 	// locs covers bytes [8c, 20c) of buf, and 20c <= 8*len(buf).
 	s.locs = unsafe.Slice((*Loc)(unsafe.Pointer(unsafe.SliceData(buf[c:]))), c)
+	s.marks = make([]atomic.Uint64, (c+63)/64)
 	for i, h := range oh {
 		if h != 0 {
 			j, _ := s.find(h)
 			s.hashes[j], s.locs[j] = h, ol[i]
+			if om[i/64].Load()&(1<<(i%64)) != 0 {
+				s.marks[j/64].Or(1 << (j % 64))
+			}
 		}
 	}
 }

@@ -167,8 +167,8 @@ func (l *SkipList) check() error {
 			if x.hash <= prev {
 				return fmt.Errorf("level %d: hash %#x after %#x", lv, x.hash, prev)
 			}
-			if int(x.height) <= lv || (x.high != nil) != (x.height > lowLevels) {
-				return fmt.Errorf("level %d: node of height %d, high %v", lv, x.height, x.high != nil)
+			if x.height() <= lv || (x.high != nil) != (x.height() > lowLevels) {
+				return fmt.Errorf("level %d: node of height %d, high %v", lv, x.height(), x.high != nil)
 			}
 			if lv > 0 && !below[x] {
 				return fmt.Errorf("level %d: node %#x missing from level %d", lv, x.hash, lv-1)
@@ -176,7 +176,7 @@ func (l *SkipList) check() error {
 			seen[x] = true
 			prev = x.hash
 			n++
-			bytes += nodeBytes(int(x.height))
+			bytes += nodeBytes(x.height())
 		}
 		if lv == 0 {
 			if n != l.Len() {

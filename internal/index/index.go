@@ -23,6 +23,13 @@ type Index interface {
 	// location and true; otherwise it changes nothing and returns false. Evicting a segment uses
 	// it so that a newer record of the same key in a newer segment survives.
 	DeleteIf(h uint64, seg uint32) (old Loc, ok bool)
+	// Touch sets the access bit of h's entry if its location is loc: the record there was hit.
+	// It is lock-free or takes a read lock only, and allocates nothing. Every Put of h (a new
+	// location, or the same one again) clears the bit.
+	Touch(h uint64, loc Loc)
+	// Accessed reports whether h's location is loc and its access bit is set (eviction asks it
+	// of each record of the oldest segment, to decide whether to write it again).
+	Accessed(h uint64, loc Loc) bool
 	// Len returns the number of entries.
 	Len() int
 	// Range calls fn for every entry until fn returns false. It never holds one lock for the

@@ -41,6 +41,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 		pool[i] = gen.next()
 	}
 	model := map[uint64]Loc{}
+	marked := map[uint64]bool{} // access bits set by Touch since the key's last Put
 	randLoc := func() Loc {
 		return Loc{Segment: 1 + r.Uint32N(6), Offset: r.Uint32(), Length: r.Uint32()}
 	}
@@ -65,6 +66,12 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			}
 			return true
 		})
+		// Access bits move with their entries (backward shifts, growth).
+		for h, loc := range model {
+			if got := idx.Accessed(h, loc); got != marked[h] {
+				fail(op, "Accessed(%#x) = %v, model %v", h, got, marked[h])
+			}
+		}
 		if len(seen) != len(model) {
 			fail(op, "Range saw %d entries, model has %d", len(seen), len(model))
 		}
@@ -81,7 +88,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 	for op := 0; op < ops; op++ {
 		h := pool[r.IntN(len(pool))]
 		want, present := model[h]
-		switch p := r.IntN(100); {
+		switch p := r.IntN(110); {
 		case p < 40:
 			loc := randLoc()
 			old, replaced := idx.Put(h, loc)
@@ -89,6 +96,20 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 				fail(op, "Put(%#x) = %v %v, model %v %v", h, old, replaced, want, present)
 			}
 			model[h] = loc
+			delete(marked, h)
+		case p >= 100:
+			loc := want
+			if r.IntN(4) == 0 {
+				loc = randLoc() // a hit on a record the key no longer has: no bit
+			}
+			if p < 105 {
+				idx.Touch(h, loc)
+				if present && loc == want {
+					marked[h] = true
+				}
+			} else if got := idx.Accessed(h, loc); got != (present && loc == want && marked[h]) {
+				fail(op, "Accessed(%#x, %v) = %v, model %v %v marked %v", h, loc, got, want, present, marked[h])
+			}
 		case p < 60:
 			got, ok := idx.Get(h)
 			if ok != present || got != want {
@@ -100,6 +121,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 				fail(op, "Delete(%#x) = %v %v, model %v %v", h, old, ok, want, present)
 			}
 			delete(model, h)
+			delete(marked, h)
 		default:
 			seg := 1 + r.Uint32N(6)
 			if present && r.IntN(2) == 0 {
@@ -111,6 +133,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			if wantOK {
 				wantOld = want
 				delete(model, h)
+				delete(marked, h)
 			}
 			if ok != wantOK || old != wantOld {
 				fail(op, "DeleteIf(%#x, %d) = %v %v, model %v %v", h, seg, old, ok, want, present)

@@ -43,25 +43,34 @@ type SkipList struct {
 	}
 }
 
-// node is one entry. hash, loc, height and high are immutable after the node is published; the
-// links (next) are written only by the writer holding SkipList.mu.
+// node is one entry. hash, loc, its height and high are immutable after the node is published; the
+// links (next) are written only by the writer holding SkipList.mu. meta packs the height (low 8
+// bits, immutable) and the access bit (accessedBit, set by Touch without a lock) into the 4 bytes
+// the alignment of low would otherwise leave empty, so the node stays 64 bytes.
 type node struct {
-	hash   uint64
-	loc    Loc
-	height uint8
-	low    [lowLevels]atomic.Pointer[node]
-	high   *[maxHeight - lowLevels]atomic.Pointer[node] // nil unless height > lowLevels
+	hash uint64
+	loc  Loc
+	meta atomic.Uint32
+	low  [lowLevels]atomic.Pointer[node]
+	high *[maxHeight - lowLevels]atomic.Pointer[node] // nil unless height > lowLevels
 }
 
+// accessedBit in node.meta is the access bit.
+const accessedBit = 1 << 8
+
 func newNode(h uint64, loc Loc, height int) *node {
-	n := &node{hash: h, loc: loc, height: uint8(height)}
+	n := &node{hash: h, loc: loc}
+	n.meta.Store(uint32(height))
 	if height > lowLevels {
 		n.high = new([maxHeight - lowLevels]atomic.Pointer[node])
 	}
 	return n
 }
 
-// next returns the link of n at level lv < n.height.
+// height is the number of levels n is linked at.
+func (n *node) height() int { return int(n.meta.Load() & 0xff) }
+
+// next returns the link of n at level lv < n.height().
 func (n *node) next(lv int) *atomic.Pointer[node] {
 	if lv < lowLevels {
 		return &n.low[lv]
@@ -72,7 +81,7 @@ func (n *node) next(lv int) *atomic.Pointer[node] {
 // NewSkipList returns an empty SkipList.
 func NewSkipList() *SkipList {
 	l := new(SkipList)
-	l.head.height = maxHeight
+	l.head.meta.Store(maxHeight)
 	l.head.high = new([maxHeight - lowLevels]atomic.Pointer[node])
 	l.height.Store(1)
 	return l
@@ -97,6 +106,39 @@ func (l *SkipList) Get(h uint64) (Loc, bool) {
 	return Loc{}, false
 }
 
+// find returns the node of h, without taking a lock; nil if there is none.
+func (l *SkipList) find(h uint64) *node {
+	checkHash(h)
+	x := &l.head
+	for lv := int(l.height.Load()) - 1; lv >= 0; lv-- {
+		for {
+			n := x.next(lv).Load()
+			if n == nil || n.hash > h {
+				break
+			}
+			if n.hash == h {
+				return n
+			}
+			x = n
+		}
+	}
+	return nil
+}
+
+// Touch sets the access bit of h's node if its location is loc, without taking a lock. A node
+// replaced meanwhile is a copy with its bit clear: the bit set on the old one goes with it.
+func (l *SkipList) Touch(h uint64, loc Loc) {
+	if n := l.find(h); n != nil && n.loc == loc && n.meta.Load()&accessedBit == 0 {
+		n.meta.Or(accessedBit)
+	}
+}
+
+// Accessed reports whether h's location is loc and its access bit is set.
+func (l *SkipList) Accessed(h uint64, loc Loc) bool {
+	n := l.find(h)
+	return n != nil && n.loc == loc && n.meta.Load()&accessedBit != 0
+}
+
 // Put inserts or replaces the location of h and returns the previous one, if any.
 func (l *SkipList) Put(h uint64, loc Loc) (old Loc, replaced bool) {
 	checkHash(h)
@@ -106,11 +148,11 @@ func (l *SkipList) Put(h uint64, loc Loc) (old Loc, replaced bool) {
 	if cur := l.findPreds(h, preds); cur != nil {
 		// Replace cur by a copy with the new Loc and the same tower. The copy's links are
 		// set before it is published, so a reader reaching it at any level finds a whole node.
-		n := newNode(h, loc, int(cur.height))
-		for lv := range int(n.height) {
+		n := newNode(h, loc, cur.height())
+		for lv := range n.height() {
 			n.next(lv).Store(cur.next(lv).Load())
 		}
-		for lv := range int(n.height) {
+		for lv := range n.height() {
 			preds[lv].next(lv).Store(n)
 		}
 		return cur.loc, true
@@ -157,7 +199,7 @@ func (l *SkipList) delete(h uint64, onlyIn bool, seg uint32) (Loc, bool) {
 		return Loc{}, false
 	}
 	// Unlink top down; cur keeps its own links, so readers standing on it carry on.
-	for lv := int(cur.height) - 1; lv >= 0; lv-- {
+	for lv := cur.height() - 1; lv >= 0; lv-- {
 		preds[lv].next(lv).Store(cur.next(lv).Load())
 	}
 	top := int(l.height.Load())
@@ -166,7 +208,7 @@ func (l *SkipList) delete(h uint64, onlyIn bool, seg uint32) (Loc, bool) {
 	}
 	l.height.Store(int32(top))
 	l.count.Add(-1)
-	l.bytes.Add(-nodeBytes(int(cur.height)))
+	l.bytes.Add(-nodeBytes(cur.height()))
 	return cur.loc, true
 }
 

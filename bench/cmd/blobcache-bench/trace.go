@@ -23,7 +23,9 @@ const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as 
 	blobcache-bench trace -zipf 1.0 -size-min 1024 -size-max 1048576 -cache 0.01
 
 Exactly one source: -oracle, -csv or -zipf. -save writes the trace as oracleGeneral (for
-libCacheSim); with -cache '' nothing is replayed.
+libCacheSim); with -cache '' nothing is replayed. -policy replays each cache size once per
+policy: fifo, reinsert[=share], second[=ghost entries], parts joined by '+'
+(e.g. -policy fifo,reinsert,reinsert+second).
 `
 
 // traceReport is the JSON of a trace run: what bench/scripts/libcachesim_compare.py reads.
@@ -62,6 +64,7 @@ func runTrace(args []string) error {
 	wbSize := fs.Int64("write-buffer", 0, "WriteBufferSize, bytes (0: an eighth of a segment, 64 KiB to 4 MiB)")
 	dir := fs.String("dir", "", "parent directory of the caches' temporary directories (default: the system's)")
 	jsonOut := fs.String("json", "", "also write every figure to this file, as JSON")
+	policies := fs.String("policy", "default", "policies, comma-separated (see above); 'default' is the library's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,16 +120,19 @@ func runTrace(args []string) error {
 		if *wbSize > 0 {
 			wb = *wbSize
 		}
-		res, err := replay.Run(reqs, replay.Config{
-			Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
-		})
-		if err != nil {
-			return fmt.Errorf("trace %s, cache %s: %w", label, cs, err)
+		for _, pol := range split(*policies) {
+			res, err := replay.Run(reqs, replay.Config{
+				Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
+				Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)),
+			})
+			if err != nil {
+				return fmt.Errorf("trace %s, cache %s, policy %s: %w", label, cs, pol, err)
+			}
+			rep.Runs = append(rep.Runs, traceRun{
+				Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
+				MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
+			})
 		}
-		rep.Runs = append(rep.Runs, traceRun{
-			Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
-			MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
-		})
 	}
 	fmt.Print(traceMarkdown(rep))
 	if *jsonOut != "" {
@@ -151,12 +157,12 @@ func traceMarkdown(rep traceReport) string {
 	if len(rep.Runs) == 0 {
 		return b.String()
 	}
-	b.WriteString("| cache | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | evictions | seconds |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | evictions | reinserted | declined | seconds |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(&b, "| %.3g | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %d | %.1f |\n",
-			r.Fraction, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
-			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.Evictions, r.Seconds)
+		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %d | %d | %d | %.1f |\n",
+			r.Fraction, r.Policy, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
+			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.Evictions, r.Reinserted, r.Declined, r.Seconds)
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -1,0 +1,151 @@
+package blobcache
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/ghost"
+	"github.com/seed57392e9e/blobcache/internal/record"
+)
+
+// What the cache keeps: the eviction policy (Options.Policy, reinsert.go does the work), the
+// admission policy (Options.Admission) and the write budget (Options.WriteBudget).
+//
+// A declined Put is a Put followed at once by an eviction of its blob: it returns nil, the key
+// then misses, and no older blob of the key may be read back. So when the key may hold a blob
+// (the bloom filter, the write buffer or the index says so), a tombstone is written in place of
+// the value, always, whatever the budget: a cache may forget, never serve a stale blob.
+
+// Policy is what eviction does with the records of the oldest segment.
+type Policy int
+
+const (
+	// PolicyReinsert writes the records of the oldest segment that were read since they were
+	// written (Get, GetRange, ReadAt, GetMany: a hit that returned bytes; not Stat) again at
+	// the head before the segment is evicted, within Options.ReinsertShare of the writes, with
+	// their version, expiry, flags and attributes; the others go with the segment.
+	PolicyReinsert Policy = iota
+	// PolicyFIFO evicts the oldest segment whole, reading nothing.
+	PolicyFIFO
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyReinsert:
+		return "reinsert"
+	case PolicyFIFO:
+		return "fifo"
+	}
+	return "Policy(?)"
+}
+
+// Admission decides whether a Put is written to the device. Admit is called on the Put's
+// goroutine, concurrently from many, before anything is written; it must be fast and must not
+// call back into the cache. hash is the cache's 64-bit hash of key (xxHash64), for policies
+// that remember keys by fingerprint; size is the record's bytes on the device (value, key,
+// attributes and a 64-byte header).
+type Admission interface {
+	Admit(key []byte, hash uint64, size int64) bool
+}
+
+// AdmitAll admits every Put (the default).
+func AdmitAll() Admission { return admitAll{} }
+
+type admitAll struct{}
+
+func (admitAll) Admit([]byte, uint64, int64) bool { return true }
+
+// AdmitOnSecondPut declines the Put of a key it has not seen recently and remembers the key's
+// hash in a bounded ghost set of about remember hashes (4.6 bytes each, the oldest forgotten
+// first; see internal/ghost); a Put of a key in the set is admitted. In a look-aside cache a
+// Put follows a miss, so a blob is written on its second miss within the ghost's memory: blobs
+// asked for once are never written. A remember of about the number of blobs the cache holds
+// is a good start.
+func AdmitOnSecondPut(remember int) Admission { return &secondPut{ghost.New(remember)} }
+
+type secondPut struct{ g *ghost.Set }
+
+func (p *secondPut) Admit(_ []byte, h uint64, _ int64) bool {
+	if p.g.Contains(h) {
+		return true
+	}
+	p.g.Add(h)
+	return false
+}
+
+// writeBudget is Options.WriteBudget: a generic cell rate algorithm over device bytes. tat is
+// the theoretical arrival time (Unix nanoseconds) at which the writes admitted so far would be
+// paid for at the budget's rate; a write is admitted if, with its cost added, tat is at most a
+// burst (one second) ahead of now. Lock-free: one compare-and-swap per write.
+type writeBudget struct {
+	nsPerByte float64
+	burst     int64 // ns
+	clock     func() time.Time
+	tat       atomic.Int64
+}
+
+func newWriteBudget(bytesPerSecond int64, clock func() time.Time) *writeBudget {
+	return &writeBudget{nsPerByte: 1e9 / float64(bytesPerSecond), burst: int64(time.Second), clock: clock}
+}
+
+// take charges n bytes; false (nothing charged) if that goes over the budget, unless force.
+func (b *writeBudget) take(n int64, force bool) bool {
+	now := b.clock().UnixNano()
+	cost := int64(float64(n) * b.nsPerByte)
+	for {
+		tat := b.tat.Load()
+		next := max(tat, now) + cost
+		if !force && next-now > b.burst {
+			return false
+		}
+		if b.tat.CompareAndSwap(tat, next) {
+			return true
+		}
+	}
+}
+
+// admit decides whether the unconditional Put of a record of n bytes under key (hash h) is
+// written: by Options.Admission, then by the write budget.
+func (c *Cache) admit(key []byte, h uint64, n int64) bool {
+	if c.opts.Admission != nil && !c.opts.Admission.Admit(key, h, n) {
+		return false
+	}
+	return c.budget == nil || c.budget.take(n, false)
+}
+
+// admits reports whether a write with meta m goes through admission: not a conditional write,
+// nor a Touch.
+func admits(m *writeMeta) bool {
+	return m == nil || m.cond.kind == always && m.keep == 0
+}
+
+// decline completes a declined Put of key (hash h; m as for put): counted, the version it would
+// have had handed out (PutWith returns it; no record carries it), and the key's older blob, if
+// it may have one, made unreadable by a tombstone.
+func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
+	c.stats.declined.Add(1)
+	if m != nil {
+		v, err := c.vers.next()
+		if err != nil {
+			return err
+		}
+		m.version = v
+	}
+	if !c.bloom.Load().Test(h) {
+		return nil // never stored
+	}
+	var l keyLookup
+	l.start(c, key, h, nil)
+	if v, ok := l.buffered(false); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
+		return nil // no blob to hide
+	}
+	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: c.opts.Clock().UnixNano()}
+	if err := c.stamp(&hdr, nil); err != nil {
+		return err
+	}
+	if c.budget != nil {
+		c.budget.take(hdr.Len(), true)
+	}
+	_, err := c.w.append(h, hdr, key, nil, true, nil)
+	return err
+}
