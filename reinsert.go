@@ -46,7 +46,7 @@ type reinserter struct {
 	stop chan struct{}
 	done chan struct{}
 	last uint32 // the newest segment scanned; owned by run
-	buf  []byte // the record being copied; owned by run
+	buf  []byte // the record being copied, during a scan (dropped after it); owned by run
 }
 
 func newReinserter(c *Cache) *reinserter {
@@ -122,6 +122,7 @@ func (r *reinserter) scanOldest() {
 		return // evicted meanwhile
 	}
 	r.last = s.id
+	defer func() { r.buf = nil }() // an idle cache holds no copy buffer (up to half a write buffer)
 	fi, err := s.f.Stat()
 	if err != nil {
 		return
