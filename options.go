@@ -35,11 +35,17 @@ type Options struct {
 	// write that needs a new segment while the oldest one is still being sealed waits for the
 	// seal (Stats.RoomWaits). 0 means unlimited. If set it must be at least 2*SegmentSize
 	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
+	//
+	// Eviction frees a whole segment at a time, so the data held (Stats.DataBytes) averages
+	// about MaxSize less half a segment: with the derived SegmentSize, a segment is at most a
+	// thirty-second of MaxSize and the cache holds about 98% of it or more; a SegmentSize set
+	// to a large share of MaxSize costs that share.
 	MaxSize int64
 
 	// SegmentSize is the size of each append-only segment file (below 4 GiB, at least
-	// WriteBufferSize+1 MiB). Default 256 MiB, or with MaxSize set an eighth of it (at least
-	// 4 MiB), whichever is smaller. Larger segments mean fewer files and coarser eviction.
+	// WriteBufferSize+1 MiB). Default 256 MiB, or with MaxSize set a thirty-second of it (at
+	// least 4 MiB), whichever is smaller. Larger segments mean fewer files and coarser
+	// eviction (see MaxSize).
 	SegmentSize int64
 
 	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
@@ -183,18 +189,20 @@ const (
 	DefaultReinsertShare      = 0.8
 	maxSegmentSize            = segment.MaxSize
 	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
+	derivedSegmentsPerCache   = 32      // a MaxSize alone picks segments of this share of it
 )
 
 // withDefaults returns a copy with every zero field set to its default. Defaults that depend on
 // another option follow the value it was given: the segment size from MaxSize (a cache of at
-// least eight segments, so that evicting one frees at most an eighth of it), the write buffer
+// least 32 segments, so that evicting one frees at most a thirty-second of it and the data held
+// averages 98% of MaxSize or more), the write buffer
 // from the segment size (at most a quarter of it). Only what the caller set can contradict
 // itself (Validate).
 func (o Options) withDefaults() Options {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
 		if o.MaxSize > 0 && !o.PerBlobFiles {
-			o.SegmentSize = min(DefaultSegmentSize, max(o.MaxSize/8, minDerivedSegmentSize)&^(1<<20-1))
+			o.SegmentSize = min(DefaultSegmentSize, max(o.MaxSize/derivedSegmentsPerCache, minDerivedSegmentSize)&^(1<<20-1))
 		}
 	}
 	if o.WriteBufferSize == 0 {

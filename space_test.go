@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -76,4 +77,37 @@ func TestOverwriteFreesSpace(t *testing.T) {
 		t.Fatalf("punched %d bytes after 119 overwrites of 40 KiB", st.PunchedBytes)
 	}
 	expect(t, c, "k", value("k", 119, 40<<10))
+}
+
+// TestEffectiveCapacity: with the segment size derived from MaxSize, the data the cache holds
+// (Stats.DataBytes) stays within one segment of MaxSize at every moment once the cache is full,
+// never above MaxSize plus one segment, and averages 97% of MaxSize or more (about MaxSize less
+// half a segment: eviction frees a segment at a time).
+func TestEffectiveCapacity(t *testing.T) {
+	const maxSize = 128 << 20
+	c := open(t, t.TempDir(), WithMaxSize(maxSize), WithPolicy(PolicyFIFO), WithBufferedWrites(true))
+	defer c.Close()
+	seg := c.opts.SegmentSize
+	v := make([]byte, 60<<10)
+	var kb [32]byte
+	var sum, n, lo, hi int64
+	lo = math.MaxInt64
+	for i := range 3 * maxSize / len(v) {
+		if err := c.Put(benchKey(kb[:], 'c', uint64(i)), v); err != nil {
+			t.Fatal(err)
+		}
+		st := c.Stats()
+		if st.Evictions == 0 {
+			continue // filling up
+		}
+		sum += st.DataBytes
+		n++
+		lo, hi = min(lo, st.DataBytes), max(hi, st.DataBytes)
+	}
+	mean := float64(sum) / float64(n) / maxSize
+	t.Logf("segment %d MiB (%d per cache): DataBytes over %d Puts: mean %.4f of MaxSize, min %.4f, max %.4f",
+		seg>>20, maxSize/seg, n, mean, float64(lo)/maxSize, float64(hi)/maxSize)
+	if n == 0 || mean < 0.97 || hi > maxSize+seg || lo < maxSize-seg {
+		t.Fatalf("mean %.4f of MaxSize (want >= 0.97), min %d, max %d (want within one segment, %d, of %d)", mean, lo, hi, seg, int64(maxSize))
+	}
 }

@@ -7,9 +7,13 @@ import (
 
 // Stats is a snapshot of the cache's counters and sizes.
 type Stats struct {
-	Blobs        int64 // blobs in the index (excludes the write buffer)
-	Segments     int   // live segment files
-	DiskBytes    int64 // disk space of the segments (allocated bytes; holes excluded)
+	Blobs     int64 // blobs in the index (excludes the write buffer)
+	Segments  int   // live segment files
+	DiskBytes int64 // disk space of the segments (allocated bytes; holes excluded)
+	// DataBytes is DiskBytes without the part of the active segment not written yet (it is
+	// preallocated, and cut off when the segment is sealed): what the cache holds. Eviction
+	// keeps it at most MaxSize; it averages about MaxSize less half a segment.
+	DataBytes    int64
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
 	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
 
@@ -137,7 +141,9 @@ func (c *Cache) Stats() Stats {
 		s.BloomFalsePositives += st.falsePositives.Load()
 	}
 	s.Segments = len(c.segs.all())
+	s.DataBytes = s.DiskBytes
 	if c.w != nil {
+		s.DataBytes -= c.w.unwrittenTail()
 		s.PendingBytes = c.w.pendingBytes()
 		s.BufferBytes = c.w.bufferBytes()
 	}

@@ -858,6 +858,17 @@ func (w *writer) bufferBytes() int64 {
 }
 
 // pendingBytes is the memory held by unflushed records.
+// unwrittenTail is the part of the active segment that DiskBytes counts and nothing is placed
+// in yet.
+func (w *writer) unwrittenTail() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.active == nil {
+		return 0
+	}
+	return max(w.active.disk.Load()-w.activeFinal(), 0)
+}
+
 func (w *writer) pendingBytes() int64 {
 	var n int64
 	for _, b := range *w.live.Load() {

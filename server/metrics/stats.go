@@ -56,6 +56,7 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	gauge("blobcache_blobs", "Blobs stored in segments (the write buffer excluded).", func(s *blobcache.Stats) float64 { return float64(s.Blobs) })
 	gauge("blobcache_segments", "Live segment files.", func(s *blobcache.Stats) float64 { return float64(s.Segments) })
 	gauge("blobcache_disk_bytes", "Disk space of the segments (allocated bytes).", func(s *blobcache.Stats) float64 { return float64(s.DiskBytes) })
+	gauge("blobcache_data_bytes", "Disk space of the segments without the active segment's preallocated, unwritten tail: what the cache holds.", func(s *blobcache.Stats) float64 { return float64(s.DataBytes) })
 	gauge("blobcache_pending_bytes", "Bytes in the write buffer, not yet in a segment.", func(s *blobcache.Stats) float64 { return float64(s.PendingBytes) })
 	gauge("blobcache_stray_files", "Files in the cache's directories that the cache did not write, left alone.", func(s *blobcache.Stats) float64 { return float64(s.StrayFiles) })
 	gauge("blobcache_write_buffer_bytes", "Memory the write buffers hold (let go when the cache is idle).", func(s *blobcache.Stats) float64 { return float64(s.BufferBytes) })
