@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,10 +399,11 @@ func BenchmarkPut1MiB(b *testing.B) {
 }
 
 // BenchmarkCapacity is seed 001's capacity test: load N blobs of 100 bytes under 32-byte keys,
-// then report the load rate, RAM per blob (index + bloom, and the Go heap), reopen time after a
+// then report the load rate, RAM per blob (index + bloom, the Go heap and the RSS, right after the
+// load, with the open segment, and after a reopen), reopen time after a
 // clean close and after a crash, and cold and hot random Get latency. Run with -benchtime=1x.
 func BenchmarkCapacity(b *testing.B) {
-	for _, n := range []int{1 << 20, 5_000_000} {
+	for _, n := range []int{1_000_000, 3_000_000, 10_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
 				capacity(b, n)
@@ -413,8 +415,10 @@ func BenchmarkCapacity(b *testing.B) {
 func capacity(b *testing.B, n int) {
 	dir := b.TempDir()
 	runtime.GC()
+	debug.FreeOSMemory()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	rss0 := rssBytes()
 	c, err := New(dir, WithExpectedBlobs(int64(n)), WithSegmentSize(1<<30))
 	if err != nil {
 		b.Fatal(err)
@@ -437,6 +441,7 @@ func capacity(b *testing.B, n int) {
 	b.ReportMetric(float64(n)/load.Seconds(), "puts/s")
 	b.ReportMetric(float64(st.IndexBytes+st.BloomBytes)/float64(n), "index+bloom-B/blob")
 	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "loaded-heap-B/blob")
+	b.ReportMetric(float64(rssBytes()-rss0)/float64(n), "loaded-rss-B/blob")
 	hot := func() time.Duration {
 		buf := make([]byte, 100)
 		const reads = 20000
@@ -454,7 +459,9 @@ func capacity(b *testing.B, n int) {
 	}
 	c = nil
 	runtime.GC()
+	debug.FreeOSMemory()
 	runtime.ReadMemStats(&m0)
+	rss0 = rssBytes()
 	t0 := time.Now()
 	c, err = New(dir, WithExpectedBlobs(int64(n)), WithSegmentSize(1<<30))
 	if err != nil {
@@ -465,6 +472,7 @@ func capacity(b *testing.B, n int) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "reopened-heap-B/blob")
+	b.ReportMetric(float64(rssBytes()-rss0)/float64(n), "reopened-rss-B/blob")
 	if c.Stats().Blobs != int64(n) {
 		b.Fatalf("reopened with %d blobs, want %d", c.Stats().Blobs, n)
 	}
@@ -510,4 +518,19 @@ func BenchmarkGetManyMiss(b *testing.B) {
 			}
 		}
 	})
+}
+
+// rssBytes is the process's resident set (VmRSS), or 0 where /proc is not there.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
