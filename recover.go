@@ -48,8 +48,6 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	c.removeTemps()
 	slices.Sort(ids)
 	var last *segHandle
-	var all [][]segment.Entry
-	var segIDs []uint32
 	for _, id := range ids {
 		s, entries, err := c.recoverSegment(id)
 		if err != nil {
@@ -62,10 +60,8 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		c.segs.add(s)
 		c.segs.mu.Unlock()
 		last = s
-		all = append(all, entries)
-		segIDs = append(segIDs, id)
+		c.loadIndex(entries, id)
 	}
-	c.loadIndex(all, segIDs)
 	if len(ids) > 0 {
 		c.nextSegmentID.Store(ids[len(ids)-1])
 	}
@@ -77,22 +73,18 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	return stamp, nil
 }
 
-// loadIndex applies the entries of the recovered segments, oldest first, to the index in one
-// bulk Apply (each index lock taken once, the work spread over the processors).
-func (c *Cache) loadIndex(all [][]segment.Entry, ids []uint32) {
-	n := 0
-	for _, entries := range all {
-		n += len(entries)
-	}
-	ops := make([]index.Op, 0, n)
-	for i, entries := range all {
-		for _, e := range entries {
-			switch e.Kind {
-			case record.KindPut:
-				ops = append(ops, index.Op{Hash: e.Hash, Loc: index.Loc{Segment: ids[i], Offset: e.Offset, Length: e.Length}})
-			case record.KindDelete:
-				ops = append(ops, index.Op{Hash: e.Hash, Delete: true})
-			}
+// loadIndex applies the entries of recovered segment id to the index in one bulk Apply (each
+// index lock taken once, the work spread over the processors). Segments are applied one at a
+// time, oldest first, as they are read, so that what recovery holds besides the index is one
+// segment's entries, not every segment's.
+func (c *Cache) loadIndex(entries []segment.Entry, id uint32) {
+	ops := make([]index.Op, 0, len(entries))
+	for _, e := range entries {
+		switch e.Kind {
+		case record.KindPut:
+			ops = append(ops, index.Op{Hash: e.Hash, Loc: index.Loc{Segment: id, Offset: e.Offset, Length: e.Length}})
+		case record.KindDelete:
+			ops = append(ops, index.Op{Hash: e.Hash, Delete: true})
 		}
 	}
 	c.idx.Apply(ops)
