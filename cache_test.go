@@ -504,3 +504,26 @@ func TestDirectIORefused(t *testing.T) {
 		expect(t, c, k, v)
 	}
 }
+
+// TestBlobsCountsTheWriteBuffer: Stats.Blobs counts a Put as soon as it returns, not once its
+// batch is written, and a Delete likewise.
+func TestBlobsCountsTheWriteBuffer(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithFlushInterval(time.Hour))...)
+	defer c.Close()
+	for _, k := range []string{"a", "b", "a"} {
+		c.Put([]byte(k), []byte("v"))
+	}
+	if got := c.Stats().Blobs; got != 2 {
+		t.Fatalf("after Puts of a, b, a in the write buffer: Blobs %d, want 2", got)
+	}
+	c.Drain()
+	c.Delete([]byte("a"))
+	c.Put([]byte("c"), []byte("v"))
+	if got := c.Stats().Blobs; got != 2 {
+		t.Fatalf("after Delete a, Put c in the write buffer: Blobs %d, want 2", got)
+	}
+	c.Drain()
+	if got := c.Stats().Blobs; got != 2 {
+		t.Fatalf("drained: Blobs %d, want 2", got)
+	}
+}

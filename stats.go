@@ -7,7 +7,8 @@ import (
 
 // Stats is a snapshot of the cache's counters and sizes.
 type Stats struct {
-	Blobs     int64 // blobs in the index (excludes the write buffer)
+	Blobs int64 // blobs the cache holds: in the index, with the write buffer's news counted
+	// (a Put of a key the index lacks adds one, a Delete of a key it holds takes one away)
 	Segments  int   // live segment files
 	DiskBytes int64 // disk space of the segments (allocated bytes; holes excluded)
 	// DataBytes is DiskBytes without the part of the active segment not written yet (it is
@@ -145,6 +146,7 @@ func (c *Cache) Stats() Stats {
 	if c.w != nil {
 		s.DataBytes -= c.w.unwrittenTail()
 		s.PendingBytes = c.w.pendingBytes()
+		s.Blobs += c.w.pendingBlobs()
 		s.BufferBytes = c.w.bufferBytes()
 	}
 	f := c.bloom.Load()

@@ -869,6 +869,32 @@ func (w *writer) unwrittenTail() int64 {
 	return max(w.active.disk.Load()-w.activeFinal(), 0)
 }
 
+// pendingBlobs is what the write buffer changes in the index's count of blobs: keys whose newest
+// buffered record is a put and that the index does not hold, less keys whose newest buffered
+// record is a delete and that it does.
+func (w *writer) pendingBlobs() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	live := *w.live.Load() // newest first
+	newest := make(map[uint64]record.Kind)
+	for i := len(live) - 1; i >= 0; i-- {
+		for _, e := range live[i].Entries() {
+			newest[e.Hash] = e.Kind
+		}
+	}
+	var n int64
+	for h, k := range newest {
+		_, indexed := w.c.idx.Get(h)
+		switch {
+		case k == record.KindPut && !indexed:
+			n++
+		case k == record.KindDelete && indexed:
+			n--
+		}
+	}
+	return n
+}
+
 func (w *writer) pendingBytes() int64 {
 	var n int64
 	for _, b := range *w.live.Load() {

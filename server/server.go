@@ -338,7 +338,9 @@ func (s *Server) run(ctx context.Context) error {
 			serveErr <- err
 		}()
 	}
-	s.cfg.Log.Info("serving", "http", s.HTTPAddr(), "memcache", s.MemcacheAddr(), "dir", s.cfg.Dir)
+	// At Debug: a command that runs the server says where it serves itself (blobcache serve
+	// prints one line to standard output), and would otherwise say it twice.
+	s.cfg.Log.Debug("serving", "http", s.HTTPAddr(), "memcache", s.MemcacheAddr(), "dir", s.cfg.Dir)
 
 	var errs []error
 	select {

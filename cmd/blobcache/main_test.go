@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"errors"
@@ -10,8 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -189,6 +194,7 @@ func TestDelThenGet(t *testing.T) {
 func TestGetMissing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	mustCLI(t, []byte("v"), "put", "--dir", dir, "something")
 	out, _, err := cli(t, nil, "get", "--dir", dir, "nothing")
 	if !errors.Is(err, blobcache.ErrNotFound) {
 		t.Fatalf("get of a missing key: err = %v, want one wrapping ErrNotFound", err)
@@ -233,7 +239,16 @@ func TestStat(t *testing.T) {
 
 func TestStatEmpty(t *testing.T) {
 	t.Parallel()
-	out := mustCLI(t, nil, "stat", "--dir", t.TempDir())
+	dir := t.TempDir()
+	// A reading command creates nothing: an empty directory is no cache.
+	if _, _, err := cli(t, nil, "stat", "--dir", dir); !errors.Is(err, blobcache.ErrNoCache) {
+		t.Fatalf("stat of an empty directory: %v, want ErrNoCache", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("stat wrote into an empty directory: %v", ents)
+	}
+	mustCLI(t, nil, "del", "--dir", dir, "nothing") // a writing command creates the cache
+	out := mustCLI(t, nil, "stat", "--dir", dir)
 	if !strings.Contains(out, "blobs             0\n") || !strings.Contains(out, "segments          0\n") {
 		t.Errorf("stat of an empty cache:\n%s", out)
 	}
@@ -348,7 +363,7 @@ func TestVerifyClean(t *testing.T) {
 func TestVerifyEmptyCache(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	mustCLI(t, nil, "stat", "--dir", dir) // creates the cache
+	mustCLI(t, nil, "del", "--dir", dir, "nothing") // creates the cache
 	out := mustCLI(t, nil, "verify", "--dir", dir)
 	if !strings.HasPrefix(out, "verified 0 segments, 0 records (0 freed records skipped), ") {
 		t.Errorf("verify of an empty cache: %q", out)
@@ -549,12 +564,12 @@ func TestBinary(t *testing.T) {
 		if _, errOut, st := blobcache(cwd, "", "frobnicate", "--dir", dir); st != 2 || !strings.Contains(errOut, "usage") {
 			t.Errorf("unknown command: status %d, stderr %q", st, errOut)
 		}
-		if _, errOut, st := blobcache(cwd, "", "get", "--dir", dir, "missing"); st != 1 || !strings.Contains(errOut, "not found") {
-			t.Errorf("get of a missing key: status %d, stderr %q", st, errOut)
-		}
 		key, value := "k", "a value to damage on disk"
 		if _, errOut, st := blobcache(cwd, value, "put", "--dir", dir, key); st != 0 {
 			t.Fatalf("put: status %d, stderr %q", st, errOut)
+		}
+		if _, errOut, st := blobcache(cwd, "", "get", "--dir", dir, "missing"); st != 1 || !strings.Contains(errOut, "not found") {
+			t.Errorf("get of a missing key: status %d, stderr %q", st, errOut)
 		}
 		if out, errOut, st := blobcache(cwd, "", "verify", "--dir", dir); st != 0 || !strings.HasSuffix(out, "; 0 corrupt\n") {
 			t.Errorf("verify of a clean cache: status %d, stdout %q, stderr %q", st, out, errOut)
@@ -569,6 +584,216 @@ func TestBinary(t *testing.T) {
 			t.Errorf("verify stderr ends with noise: %q", errOut)
 		}
 	})
+	// onePrefix fails unless every line of stderr says "blobcache:" at most once.
+	onePrefix := func(t *testing.T, what, errOut string) {
+		t.Helper()
+		for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+			if strings.Count(line, "blobcache:") > 1 {
+				t.Errorf("%s: a doubled prefix: %q", what, line)
+			}
+		}
+	}
+	t.Run("help-and-usage", func(t *testing.T) {
+		cwd := t.TempDir()
+		for _, args := range [][]string{{"--help"}, {"help"}, {"put", "-h"}, {"get", "--help"}} {
+			out, errOut, st := blobcache(cwd, "", args...)
+			if st != 0 || !strings.Contains(out, "usage: blobcache") || errOut != "" {
+				t.Errorf("%v: status %d, stdout %q, stderr %q", args, st, out, errOut)
+			}
+		}
+		if out, _, _ := blobcache(cwd, "", "put", "-h"); !strings.Contains(out, "KEY [FILE]") || !strings.Contains(out, "-ttl") || !strings.Contains(out, "-segment-size") {
+			t.Errorf("put -h: %q", out)
+		}
+		if out, _, _ := blobcache(cwd, "", "--help"); !strings.Contains(out, "exit status: 0 ok, 1 a miss") {
+			t.Errorf("--help does not document the exit status: %q", out)
+		}
+		for _, args := range [][]string{{}, {"get"}, {"put"}, {"stat", "extra"}, {"get", "--nope", "k"}, {"version", "x"}} {
+			out, errOut, st := blobcache(cwd, "", args...)
+			if st != 2 || out != "" || !strings.Contains(errOut, "usage") {
+				t.Errorf("%v: status %d, stdout %q, stderr %q; want 2, nothing, a usage", args, st, out, errOut)
+			}
+		}
+		if ents, _ := os.ReadDir(cwd); len(ents) != 0 {
+			t.Errorf("help and usage errors created %v", ents)
+		}
+	})
+	t.Run("version", func(t *testing.T) {
+		out, errOut, st := blobcache(t.TempDir(), "", "version")
+		if st != 0 || !strings.HasPrefix(out, "blobcache ") || !strings.Contains(out, "go1.") || errOut != "" {
+			t.Errorf("version: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+	})
+	t.Run("no-cache", func(t *testing.T) {
+		cwd := t.TempDir()
+		missing := filepath.Join(t.TempDir(), "nope")
+		for _, cmd := range []string{"get", "stat", "verify"} {
+			args := []string{cmd, "--dir", missing}
+			if cmd == "get" {
+				args = append(args, "k")
+			}
+			_, errOut, st := blobcache(cwd, "", args...)
+			if st != 1 || !strings.Contains(errOut, "no cache at "+missing) && !(cmd == "verify" && strings.Contains(errOut, missing)) {
+				t.Errorf("%s of a missing directory: status %d, stderr %q", cmd, st, errOut)
+			}
+			onePrefix(t, cmd, errOut)
+			if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s created %s", cmd, missing)
+			}
+		}
+		if _, errOut, st := blobcache(cwd, "v", "put", "--dir", missing, "k"); st != 0 || !strings.Contains(errOut, "created a new cache at "+missing) {
+			t.Errorf("put into a missing directory: status %d, stderr %q", st, errOut)
+		}
+		if _, errOut, _ := blobcache(cwd, "w", "put", "--dir", missing, "k"); strings.Contains(errOut, "created") {
+			t.Errorf("put into an existing cache says it created one: %q", errOut)
+		}
+	})
+	t.Run("read-only-directory", func(t *testing.T) {
+		// A directory the user may read but not write: as an unprivileged user when the test
+		// runs as root (root ignores file modes), as this user otherwise.
+		base, err := os.MkdirTemp("", "blobcache-ro-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { chmodTree(base, true); os.RemoveAll(base) })
+		dir := filepath.Join(base, "cache")
+		if _, errOut, st := blobcache(base, "read me", "put", "--dir", dir, "k"); st != 0 {
+			t.Fatalf("put: %d %q", st, errOut)
+		}
+		roExe := filepath.Join(base, "blobcache")
+		if b, err := os.ReadFile(exe); err != nil || os.WriteFile(roExe, b, 0o755) != nil {
+			t.Fatal("copy the binary")
+		}
+		chmodTree(base, false)
+		before := snapshot(t, dir)
+		as := "this user"
+		run := func(args ...string) (string, string, int) {
+			cmd := exec.Command(roExe, args...)
+			cmd.Dir, cmd.Env = base, env
+			if os.Geteuid() == 0 {
+				as = "uid 65534"
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			st := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				st = ee.ExitCode()
+			} else if err != nil {
+				t.Fatalf("run %v: %v", args, err)
+			}
+			return out.String(), errOut.String(), st
+		}
+		if out, errOut, st := run("get", "--dir", dir, "k"); st != 0 || out != "read me" {
+			t.Errorf("get from a read-only directory as %s: status %d, stdout %q, stderr %q", as, st, out, errOut)
+		}
+		if out, errOut, st := run("stat", "--dir", dir); st != 0 || !strings.Contains(out, "blobs             1\n") {
+			t.Errorf("stat of a read-only directory as %s: status %d, stdout %q, stderr %q", as, st, out, errOut)
+		}
+		if out, errOut, st := run("verify", "--dir", dir); st != 0 || !strings.HasSuffix(out, "; 0 corrupt\n") {
+			t.Errorf("verify of a read-only directory as %s: status %d, stdout %q, stderr %q", as, st, out, errOut)
+		}
+		_, errOut, st := run("put", "--dir", dir, "k2")
+		if st != 1 || !strings.Contains(errOut, dir) {
+			t.Errorf("put into a read-only directory as %s: status %d, stderr %q; want 1 and the path", as, st, errOut)
+		}
+		onePrefix(t, "put", errOut)
+		sameSnapshot(t, "reads of a read-only directory", before, snapshot(t, dir))
+	})
+	t.Run("stray-files", func(t *testing.T) {
+		cwd := t.TempDir()
+		dir := filepath.Join(cwd, "cache")
+		blobcache(cwd, "v", "put", "--dir", dir, "k")
+		strays := map[string]string{
+			filepath.Join(dir, "notes.txt"):                  "mine",
+			filepath.Join(dir, "segments", "foo.txt"):        "mine too",
+			filepath.Join(dir, "segments", "0000000099.seg"): "not a segment",
+		}
+		for p, v := range strays {
+			os.WriteFile(p, []byte(v), 0o644)
+		}
+		if out, errOut, st := blobcache(cwd, "", "get", "--dir", dir, "k"); st != 0 || out != "v" {
+			t.Errorf("get beside stray files: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
+		if out, _, st := blobcache(cwd, "", "stat", "--dir", dir); st != 0 || !strings.Contains(out, "stray files       3") {
+			t.Errorf("stat beside stray files: status %d, stdout %q", st, out)
+		}
+		for p, v := range strays {
+			if b, err := os.ReadFile(p); err != nil || string(b) != v {
+				t.Errorf("a read command changed stray %s: %q, %v", p, b, err)
+			}
+		}
+	})
+	t.Run("locked", func(t *testing.T) {
+		cwd := t.TempDir()
+		dir := filepath.Join(cwd, "cache")
+		serve := exec.Command(exe, "serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0")
+		serve.Env = env
+		stdout, err := serve.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serveErr bytes.Buffer
+		serve.Stderr = &serveErr
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "serving ") {
+			t.Fatalf("serve: %q, %v; stderr %q", line, err, serveErr.String())
+		}
+		for _, args := range [][]string{{"get", "--dir", dir, "k"}, {"stat", "--dir", dir}, {"put", "--dir", dir, "k"}} {
+			_, errOut, st := blobcache(cwd, "v", args...)
+			if st != 1 || !strings.Contains(errOut, "locked") || !strings.Contains(errOut, dir) {
+				t.Errorf("%v beside a running server: status %d, stderr %q", args, st, errOut)
+			}
+			onePrefix(t, args[0], errOut)
+		}
+	})
+	t.Run("value-limit", func(t *testing.T) {
+		cwd := t.TempDir()
+		dir := filepath.Join(cwd, "cache")
+		big := filepath.Join(cwd, "big")
+		if err := os.WriteFile(big, make([]byte, 9<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, st := blobcache(cwd, "", "put", "--dir", dir, "--segment-size", "8M", "big", big)
+		m := regexp.MustCompile(`over the (\d+) bytes`).FindStringSubmatch(errOut)
+		if st != 1 || m == nil || !strings.Contains(errOut, "--segment-size") {
+			t.Fatalf("a value over the limit: status %d, stderr %q", st, errOut)
+		}
+		onePrefix(t, "put", errOut)
+		limit, _ := strconv.Atoi(m[1])
+		if err := os.WriteFile(big, make([]byte, limit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, errOut, st := blobcache(cwd, "", "put", "--dir", dir, "--segment-size", "8M", "big", big); st != 0 {
+			t.Errorf("a value at the limit (%d bytes): status %d, stderr %q", limit, st, errOut)
+		}
+		if _, errOut, st := blobcache(cwd, "", "put", "--dir", dir, "--segment-size", "16M", "big2", big); st != 0 {
+			t.Errorf("--segment-size 16M: status %d, stderr %q", st, errOut)
+		}
+	})
+	t.Run("ttl", func(t *testing.T) {
+		cwd := t.TempDir()
+		dir := filepath.Join(cwd, "cache")
+		if _, errOut, st := blobcache(cwd, "soon gone", "put", "--dir", dir, "--ttl", "1s", "k"); st != 0 {
+			t.Fatalf("put --ttl: %d %q", st, errOut)
+		}
+		if out, _, st := blobcache(cwd, "", "get", "--dir", dir, "k"); st != 0 || out != "soon gone" {
+			t.Fatalf("get before the expiry: %d %q", st, out)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		if _, errOut, st := blobcache(cwd, "", "get", "--dir", dir, "k"); st != 1 || !strings.Contains(errOut, "not found") {
+			t.Errorf("get after the expiry: status %d, stderr %q", st, errOut)
+		}
+		if _, errOut, st := blobcache(cwd, "", "put", "--dir", dir, "--ttl", "-1s", "k"); st != 2 {
+			t.Errorf("a negative --ttl: status %d, stderr %q", st, errOut)
+		}
+	})
+
 }
 
 // TestVerifyAfterOverwriteAndDelete: overwriting or deleting a blob frees its old record, whose
@@ -604,4 +829,26 @@ func TestReportOnePrefix(t *testing.T) {
 			t.Errorf("report(%v) = %q", err, got)
 		}
 	}
+}
+
+// chmodTree makes every directory and file under root writable again (w) or read-only for
+// everyone (directories 0555, files 0444).
+func chmodTree(root string, w bool) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		mode := os.FileMode(0o444)
+		if d.IsDir() {
+			mode = 0o555
+		}
+		if w {
+			mode |= 0o200
+		}
+		if d.Name() == "blobcache" && !d.IsDir() {
+			mode |= 0o111
+		}
+		os.Chmod(p, mode)
+		return nil
+	})
 }

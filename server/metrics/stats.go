@@ -53,7 +53,7 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	counter("blobcache_reinserted_total", "Records hit since written, written again before their segment was evicted.", func(s *blobcache.Stats) float64 { return float64(s.Reinserted) })
 	counter("blobcache_reinserted_bytes_total", "Bytes of records written again before their segment was evicted.", func(s *blobcache.Stats) float64 { return float64(s.ReinsertedBytes) })
 	counter("blobcache_reinsert_dropped_total", "Records hit since written that went with their segment: reinsertion budget spent, or too large.", func(s *blobcache.Stats) float64 { return float64(s.ReinsertDropped) })
-	gauge("blobcache_blobs", "Blobs stored in segments (the write buffer excluded).", func(s *blobcache.Stats) float64 { return float64(s.Blobs) })
+	gauge("blobcache_blobs", "Blobs the cache holds, the write buffer's included.", func(s *blobcache.Stats) float64 { return float64(s.Blobs) })
 	gauge("blobcache_segments", "Live segment files.", func(s *blobcache.Stats) float64 { return float64(s.Segments) })
 	gauge("blobcache_disk_bytes", "Disk space of the segments (allocated bytes).", func(s *blobcache.Stats) float64 { return float64(s.DiskBytes) })
 	gauge("blobcache_data_bytes", "Disk space of the segments without the active segment's preallocated, unwritten tail: what the cache holds.", func(s *blobcache.Stats) float64 { return float64(s.DataBytes) })
