@@ -90,8 +90,12 @@ func startTwemproxy(t *testing.T, pool twemproxyPool, backends []string) string 
 		bin, err = exec.LookPath("/usr/sbin/nutcracker") // not on a non-root PATH
 	}
 	if err != nil {
-		t.Fatal("twemproxy is not installed: this test needs the nutcracker binary " +
-			"(Debian: apt-get install -y nutcracker; .ci/run installs it)")
+		const msg = "twemproxy is not installed: this test needs the nutcracker binary " +
+			"(Debian: apt-get install -y nutcracker; bash scripts/test.sh installs it when it can)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg) // CI installs it: missing there is a failure
+		}
+		t.Skip(msg)
 	}
 	dir := t.TempDir()
 	for attempt := 0; ; attempt++ {
