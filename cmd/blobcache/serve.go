@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -164,9 +165,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	_, err := os.Stat(filepath.Join(cfg.Dir, "BLOBCACHE")) // the identity file (identity.go)
+	created := errors.Is(err, os.ErrNotExist)
 	s, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if created {
+		fmt.Fprintf(stderr, "blobcache: created a new cache at %s\n", cfg.Dir)
 	}
 	fmt.Fprintf(stdout, "serving http=%s memcache=%s dir=%s\n", s.HTTPAddr(), s.MemcacheAddr(), cfg.Dir)
 	return s.Run(ctx)
