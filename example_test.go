@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/seed57392e9e/blobcache"
@@ -103,4 +104,143 @@ func ExampleCache_GetMany() {
 	// Output:
 	// a: apple
 	// c: cherry
+}
+
+// PutFrom streams a value of known size from a reader: a large value is never whole in memory.
+func ExampleCache_PutFrom() {
+	dir, _ := os.MkdirTemp("", "blobcache-example")
+	defer os.RemoveAll(dir)
+	c, err := blobcache.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	body := strings.NewReader(strings.Repeat("x", 3<<20)) // 3 MiB, say an HTTP request body
+	if err := c.PutFrom([]byte("upload"), body, body.Size()); err != nil {
+		log.Fatal(err)
+	}
+	info, err := c.Stat([]byte("upload"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Size)
+	// Output:
+	// 3145728
+}
+
+// ReadAt reads part of a blob into the caller's buffer, with no allocation: the hot path of a
+// server that keeps its own buffers.
+func ExampleCache_ReadAt() {
+	dir, _ := os.MkdirTemp("", "blobcache-example")
+	defer os.RemoveAll(dir)
+	c, err := blobcache.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	c.Put([]byte("alphabet"), []byte("abcdefghijklmnopqrstuvwxyz"))
+	buf := make([]byte, 5)
+	n, err := c.ReadAt([]byte("alphabet"), buf, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", buf[:n])
+	if _, err := c.ReadAt([]byte("nothing"), buf, 0); errors.Is(err, blobcache.ErrNotFound) {
+		fmt.Println("miss")
+	}
+	// Output:
+	// klmno
+	// miss
+}
+
+// GetRange streams a range of a blob, as an HTTP Range request asks.
+func ExampleCache_GetRange() {
+	dir, _ := os.MkdirTemp("", "blobcache-example")
+	defer os.RemoveAll(dir)
+	c, err := blobcache.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	c.Put([]byte("alphabet"), []byte("abcdefghijklmnopqrstuvwxyz"))
+	r, ok := c.GetRange([]byte("alphabet"), 20, 100) // a range past the end is cut at the end
+	if !ok {
+		log.Fatal("miss")
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s (%d bytes)\n", b, r.Size())
+	// Output:
+	// uvwxyz (6 bytes)
+}
+
+// Stats are the cache's counters; Drain makes everything put so far part of the segments.
+func ExampleCache_Stats() {
+	dir, _ := os.MkdirTemp("", "blobcache-example")
+	defer os.RemoveAll(dir)
+	c, err := blobcache.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	for i := range 3 {
+		c.Put([]byte(fmt.Sprint("key", i)), []byte("value"))
+	}
+	c.Get([]byte("key1"))
+	c.Get([]byte("key9"))
+	c.Drain()
+	s := c.Stats()
+	fmt.Printf("blobs %d, hits %d, misses %d, pending bytes %d\n", s.Blobs, s.Hits, s.Misses, s.PendingBytes)
+	// Output:
+	// blobs 3, hits 1, misses 1, pending bytes 0
+}
+
+// The README's library example.
+func Example_readme() {
+	dir, _ := os.MkdirTemp("", "blobcache-example")
+	defer os.RemoveAll(dir)
+
+	c, err := blobcache.New(dir,
+		blobcache.WithMaxSize(64<<20), // evict whole segments, oldest first, past 64 MiB
+		blobcache.WithVerifyOnRead(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	stop, err := c.Start() // background work: bloom filter rebuilds, leftover sweeps
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop() // stops the background work and closes the cache
+
+	key := []byte("user:42/avatar.png")
+	if err := c.Put(key, []byte("...the bytes...")); err != nil { // copies; visible to Get at once
+		log.Fatal(err)
+	}
+	r, ok := c.Get(key) // a miss costs a bloom-filter probe and no I/O
+	if ok {
+		v, _ := io.ReadAll(r)
+		r.Close()
+		fmt.Printf("%s\n", v)
+	}
+	buf := make([]byte, 3)
+	if n, err := c.ReadAt(key, buf, 3); err == nil { // into your buffer, no allocation
+		fmt.Printf("%s\n", buf[:n])
+	}
+	if _, err := c.PutWith(key, []byte("new"), blobcache.PutOptions{Expires: c.Now().Add(time.Hour)}); err != nil {
+		log.Fatal(err)
+	}
+	c.Delete(key)
+	if err := c.Flush(); err != nil { // everything so far is in a segment (and synced, WithFsync)
+		log.Fatal(err)
+	}
+	// Output:
+	// ...the bytes...
+	// the
 }

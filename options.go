@@ -49,7 +49,7 @@ type Options struct {
 	SegmentSize int64
 
 	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
-	// seed's original strategy), instead of in segments: no hint footers, an open and close per
+	// original design's strategy), instead of in segments: no hint footers, an open and close per
 	// read, eviction blob by blob in write order. Reads always check the value's CRC. It applies
 	// to a new directory: an existing cache keeps the mode it was created with. Default off.
 	PerBlobFiles bool

@@ -16,7 +16,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
-// One file per blob (Options.PerBlobFiles), the seed's original strategy, kept for callers that
+// One file per blob (Options.PerBlobFiles), the original design's strategy, kept for callers that
 // want the file system to manage space blob by blob. Each blob is a file holding one record
 // (the same header, key and value as in a segment) at
 //
