@@ -13,7 +13,8 @@ type Stats struct {
 	DiskBytes int64 // disk space of the segments (allocated bytes; holes excluded)
 	// DataBytes is DiskBytes without the part of the active segment not written yet (it is
 	// preallocated, and cut off when the segment is sealed): what the cache holds. Eviction
-	// keeps it at most MaxSize; it averages about MaxSize less half a segment.
+	// keeps it under MaxSize plus one segment; once the cache is full it averages about MaxSize
+	// less half a segment.
 	DataBytes    int64
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
 	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
@@ -144,7 +145,7 @@ func (c *Cache) Stats() Stats {
 	s.Segments = len(c.segs.all())
 	s.DataBytes = s.DiskBytes
 	if c.w != nil {
-		s.DataBytes -= c.w.unwrittenTail()
+		s.DataBytes = c.w.dataBytes()
 		s.PendingBytes = c.w.pendingBytes()
 		s.Blobs += c.w.pendingBlobs()
 		s.BufferBytes = c.w.bufferBytes()

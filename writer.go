@@ -858,15 +858,17 @@ func (w *writer) bufferBytes() int64 {
 }
 
 // pendingBytes is the memory held by unflushed records.
-// unwrittenTail is the part of the active segment that DiskBytes counts and nothing is placed
-// in yet.
-func (w *writer) unwrittenTail() int64 {
+// dataBytes is Stats.DataBytes: the disk bytes without the part of the active segment that is
+// counted and has nothing placed in it yet. Both are read under mu, which rotations and
+// evictions hold, so that a rotation cannot fall between them.
+func (w *writer) dataBytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.active == nil {
-		return 0
+	n := w.c.diskBytes.Load()
+	if w.active != nil {
+		n -= max(w.active.disk.Load()-w.activeFinal(), 0)
 	}
-	return max(w.active.disk.Load()-w.activeFinal(), 0)
+	return n
 }
 
 // pendingBlobs is what the write buffer changes in the index's count of blobs: keys whose newest
