@@ -55,6 +55,21 @@ func value(key string, version, size int) []byte {
 	return v
 }
 
+// getBytes reads key whole: its bytes, or ok false on a miss; a failed read fails the test.
+func getBytes(t testing.TB, c *Cache, key string) (b []byte, ok bool) {
+	t.Helper()
+	r, ok := c.Get([]byte(key))
+	if !ok {
+		return nil, false
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return b, true
+}
+
 func mustGet(t testing.TB, c *Cache, key string) []byte {
 	t.Helper()
 	r, ok := c.Get([]byte(key))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -357,14 +356,9 @@ func TestNothingCommittedBehindAGap(t *testing.T) {
 	c = open(t, dir, small()...)
 	defer c.Close()
 	for k, o := range old {
-		r, ok := c.Get([]byte(k))
+		b, ok := getBytes(t, c, k)
 		if !ok {
 			continue
-		}
-		b, err := io.ReadAll(r)
-		r.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", k, err)
 		}
 		if newer[k] != nil && bytes.Equal(b, o) {
 			t.Errorf("%s reads as its older value after its newer one was lost behind a gap", k)

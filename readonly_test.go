@@ -158,14 +158,9 @@ func TestReadOnlyReads(t *testing.T) {
 			seen := map[string]bool{}
 			for i := range 120 {
 				k := fmt.Sprintf("k%d", i)
-				r, ok := ro.Get([]byte(k))
+				b, ok := getBytes(t, ro, k)
 				if !ok {
 					continue
-				}
-				b, err := io.ReadAll(r)
-				r.Close()
-				if err != nil {
-					t.Fatalf("%s: %v", k, err)
 				}
 				if k == "k3" {
 					t.Fatalf("deleted k3 read back")

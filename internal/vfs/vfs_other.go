@@ -62,15 +62,25 @@ func (l *processLock) Close() error {
 	return err
 }
 
-func lock(name string) (io.Closer, error) {
+// notHeld returns the absolute name of name, or an error wrapping ErrLocked if this process
+// holds it. The caller holds held.
+func notHeld(name string) (string, error) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
+	if held.names[abs] {
+		return "", fmt.Errorf("%w: %s", ErrLocked, name)
+	}
+	return abs, nil
+}
+
+func lock(name string) (io.Closer, error) {
 	held.Lock()
 	defer held.Unlock()
-	if held.names[abs] {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+	abs, err := notHeld(name)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -86,14 +96,10 @@ func lock(name string) (io.Closer, error) {
 // lockShared fails if this process holds name exclusively; other shared
 // holders and other processes are not seen.
 func lockShared(name string) (io.Closer, error) {
-	abs, err := filepath.Abs(name)
-	if err != nil {
-		return nil, err
-	}
 	held.Lock()
 	defer held.Unlock()
-	if held.names[abs] {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, name)
+	if _, err := notHeld(name); err != nil {
+		return nil, err
 	}
 	return os.Open(name)
 }
