@@ -284,6 +284,7 @@ func stat(c *blobcache.Cache, w io.Writer) error {
 	fmt.Fprintf(w, "segments          %d\n", s.Segments)
 	fmt.Fprintf(w, "blobs             %d\n", s.Blobs)
 	fmt.Fprintf(w, "disk bytes        %d (%s)\n", s.DiskBytes, human(s.DiskBytes))
+	fmt.Fprintf(w, "data bytes        %d (%s)\n", s.DataBytes, human(s.DataBytes))
 	fmt.Fprintf(w, "index memory      %d bytes\n", s.IndexBytes)
 	fmt.Fprintf(w, "bloom memory      %d bytes\n", s.BloomBytes)
 	fmt.Fprintf(w, "bloom fill        %.4f\n", s.BloomFill)

@@ -165,6 +165,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if m, s := cfg.Cache.MaxSize, cfg.Cache.SegmentSize; m > 0 && s > m/16 {
+		// Eviction frees a segment at a time: the cache holds about MaxSize less half a segment.
+		cfg.Log.Warn("each segment is a large share of --max-size: eviction frees that much at once, and the cache holds less than it could (leave --segment-size unset to derive it)",
+			"segment-share", fmt.Sprintf("%.1f%%", 100*float64(s)/float64(m)),
+			"holds-on-average", fmt.Sprintf("about %.0f%%", 100*(1-float64(s)/float64(2*m))))
+	}
 	_, err := os.Stat(filepath.Join(cfg.Dir, "BLOBCACHE")) // the identity file (identity.go)
 	created := errors.Is(err, os.ErrNotExist)
 	s, err := server.New(cfg)
