@@ -3,10 +3,13 @@
 //
 // A miss costs a probe of one global bloom filter and no I/O; a hit costs one positioned read
 // (the index, in memory, knows where the record is). Writes are batched into large append-only
-// segment files, so they go at the disk's sequential speed; space is reclaimed by evicting whole
-// segments, oldest first, to stay under Options.MaxSize. Every record is checksummed, and a
-// read never returns torn bytes or another key's. A crash can lose what was written since the
-// last Drain; with Options.Fsync, what Drain, Delete or Close returned for is on stable storage.
+// segment files, written with O_DIRECT by default, so they go at the disk's sequential speed;
+// space is reclaimed by evicting whole segments, oldest first, to stay under Options.MaxSize, and
+// the records read since they were written are written again instead of evicted
+// (Options.Policy; Options.Admission and Options.WriteBudget decide what is written at all).
+// Every record is checksummed, and a read never returns torn bytes or another key's. A crash can
+// lose what was written since the last Drain; with Options.Fsync, what Drain, Delete or Close
+// returned for is on stable storage. WithReadOnly opens a cache without changing it.
 //
 // Open a cache with New, and use it from any number of goroutines:
 //
