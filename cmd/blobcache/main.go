@@ -33,7 +33,7 @@ commands:
   put     [--dir D] [--ttl DURATION] [--segment-size SIZE] KEY [FILE]
                               store FILE (or standard input) under KEY; creates the cache if needed
   get     [--dir D] KEY       write the blob stored under KEY to standard output
-  del     [--dir D] KEY       delete KEY
+  del     [--dir D] KEY       delete KEY (a directory with no cache stays as it is)
   stat    [--dir D]           print segments, blobs, bytes, bloom fill and estimated FPR
   verify  [--dir D]           read every record and checksum; exit 1 on corruption
   serve   [--dir D] [flags]   serve HTTP and the memcached protocol on 127.0.0.1 (serve -h)
@@ -41,7 +41,8 @@ commands:
 
 get, stat and verify open the cache read-only: they never create one ("no cache at D") and
 change nothing on disk, so they work on a read-only directory; they cannot run while a writer
-(put, del, serve) has the cache open. "blobcache <command> -h" shows a command's flags.
+(put, del, serve) has the cache open. Only put and serve create a cache. "blobcache <command> -h"
+shows a command's flags.
 
 The default directory is $BLOBCACHE_DIR, or ./blobcache-data.
 
@@ -179,6 +180,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case "del":
 		if err := need(1, "KEY"); err != nil {
 			return err
+		}
+		if _, err := os.Stat(filepath.Join(*dir, "BLOBCACHE")); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w at %s", blobcache.ErrNoCache, *dir) // nothing to delete: create nothing
 		}
 		return withCache(*dir, nil, stderr, func(c *blobcache.Cache) error { return c.Delete([]byte(rest[0])) })
 	case "stat":

@@ -247,7 +247,11 @@ func TestStatEmpty(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("stat wrote into an empty directory: %v", ents)
 	}
-	mustCLI(t, nil, "del", "--dir", dir, "nothing") // a writing command creates the cache
+	// del creates nothing either; an empty cache comes from the library.
+	if _, _, err := cli(t, nil, "del", "--dir", dir, "k"); !errors.Is(err, blobcache.ErrNoCache) {
+		t.Fatalf("del in an empty directory: %v, want ErrNoCache", err)
+	}
+	emptyCache(t, dir)
 	out := mustCLI(t, nil, "stat", "--dir", dir)
 	if !strings.Contains(out, "blobs             0\n") || !strings.Contains(out, "segments          0\n") {
 		t.Errorf("stat of an empty cache:\n%s", out)
@@ -363,7 +367,7 @@ func TestVerifyClean(t *testing.T) {
 func TestVerifyEmptyCache(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	mustCLI(t, nil, "del", "--dir", dir, "nothing") // creates the cache
+	emptyCache(t, dir)
 	out := mustCLI(t, nil, "verify", "--dir", dir)
 	if !strings.HasPrefix(out, "verified 0 segments, 0 records (0 freed records skipped), ") {
 		t.Errorf("verify of an empty cache: %q", out)
@@ -626,9 +630,9 @@ func TestBinary(t *testing.T) {
 	t.Run("no-cache", func(t *testing.T) {
 		cwd := t.TempDir()
 		missing := filepath.Join(t.TempDir(), "nope")
-		for _, cmd := range []string{"get", "stat", "verify"} {
+		for _, cmd := range []string{"get", "stat", "verify", "del"} {
 			args := []string{cmd, "--dir", missing}
-			if cmd == "get" {
+			if cmd == "get" || cmd == "del" {
 				args = append(args, "k")
 			}
 			_, errOut, st := blobcache(cwd, "", args...)
@@ -851,4 +855,16 @@ func chmodTree(root string, w bool) {
 		os.Chmod(p, mode)
 		return nil
 	})
+}
+
+// emptyCache makes dir an empty cache.
+func emptyCache(t *testing.T, dir string) {
+	t.Helper()
+	c, err := blobcache.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
