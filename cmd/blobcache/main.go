@@ -39,10 +39,11 @@ commands:
   serve   [--dir D] [flags]   serve HTTP and the memcached protocol on 127.0.0.1 (serve -h)
   version                     print the version of this build
 
-get, stat and verify open the cache read-only: they never create one ("no cache at D") and
-change nothing on disk, so they work on a read-only directory; they cannot run while a writer
-(put, del, serve) has the cache open. Only put and serve create a cache. "blobcache <command> -h"
-shows a command's flags.
+get, stat and verify read the cache without changing it: they never create one ("no cache at
+D") and change nothing on disk, so they work on a read-only directory. get and stat open it
+read-only, which a writer (put, del, serve) holding it open refuses; verify reads its files
+directly and runs beside a writer too. Only put and serve create a cache. "blobcache <command>
+-h" shows a command's flags.
 
 The default directory is $BLOBCACHE_DIR, or ./blobcache-data.
 

@@ -748,6 +748,10 @@ func TestBinary(t *testing.T) {
 		if err != nil || !strings.HasPrefix(line, "serving ") {
 			t.Fatalf("serve: %q, %v; stderr %q", line, err, serveErr.String())
 		}
+		// verify reads the files without opening the cache: it runs beside the writer.
+		if out, errOut, st := blobcache(cwd, "", "verify", "--dir", dir); st != 0 || !strings.HasSuffix(out, "; 0 corrupt\n") {
+			t.Errorf("verify beside a running server: status %d, stdout %q, stderr %q", st, out, errOut)
+		}
 		for _, args := range [][]string{{"get", "--dir", dir, "k"}, {"stat", "--dir", dir}, {"put", "--dir", dir, "k"}} {
 			_, errOut, st := blobcache(cwd, "v", args...)
 			if st != 1 || !strings.Contains(errOut, "locked") || !strings.Contains(errOut, dir) {
