@@ -69,6 +69,8 @@ type Cache struct {
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
 
+	fills fillGate // whether hits fill the page cache (readroute.go)
+
 	bg struct {
 		sync.Mutex
 		started bool
@@ -153,12 +155,12 @@ func New(path string, opts ...Option) (*Cache, error) {
 	return c, nil
 }
 
-// probeDirect turns direct writes and DirectIOReads off, saying why in Stats.DirectIOOff, if
+// probeDirect turns direct writes and direct reads off, saying why in Stats.DirectIOOff, if
 // the directory's file system refuses O_DIRECT (some do; open(2) fails with EINVAL): the cache
 // then works through the page cache instead of failing every write. The probe opens the identity
 // file for direct reading, which needs no write, and closes it.
 func (c *Cache) probeDirect() {
-	if c.opts.BufferedWrites && !c.opts.DirectIOReads {
+	if c.opts.BufferedWrites && c.opts.BufferedReads {
 		return
 	}
 	f, err := c.opts.fs.OpenDirect(filepath.Join(c.dir, identityFile), os.O_RDONLY, 0)
@@ -166,7 +168,7 @@ func (c *Cache) probeDirect() {
 		f.Close()
 		return
 	}
-	c.opts.BufferedWrites, c.opts.DirectIOReads = true, false
+	c.opts.BufferedWrites, c.opts.DirectIOReads, c.opts.BufferedReads = true, false, true
 	c.directOff = fmt.Sprintf("the file system of %s refuses O_DIRECT (%v): reads and writes go through the page cache", c.dir, err)
 }
 

@@ -2,7 +2,9 @@
 // megabytes on NVMe.
 //
 // A miss costs a probe of one global bloom filter and no I/O; a hit costs one positioned read
-// (the index, in memory, knows where the record is). Writes are batched into large append-only
+// (the index, in memory, knows where the record is), from the page cache when it holds the blob
+// and, for a large blob it does not, with O_DIRECT unless filling the page cache pays
+// (Options.BufferedReads). Writes are batched into large append-only
 // segment files, written with O_DIRECT by default, so they go at the disk's sequential speed;
 // space is reclaimed by evicting whole segments, oldest first, to stay under Options.MaxSize, and
 // the records read since they were written are written again instead of evicted

@@ -116,9 +116,10 @@ func (l *keyLookup) hit() {
 }
 
 // touched notes a hit that returned bytes of the record l found: its access bit, for
-// reinsertion (see reinsert.go). Not under PolicyFIFO, where nothing reads the bits.
+// reinsertion (see reinsert.go) and for the read path's choice (see readroute.go). Not when
+// neither reads the bits (PolicyFIFO with DirectIOReads or BufferedReads).
 func (l *keyLookup) touched() {
-	if l.c.rs != nil {
+	if l.c.rs != nil || l.c.routesReads() {
 		l.c.idx.Touch(l.h, l.loc)
 	}
 }

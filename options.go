@@ -83,15 +83,22 @@ type Options struct {
 	// (Stats.DirectIOOff).
 	BufferedWrites bool
 
-	// DirectIOReads reads blobs from segments with O_DIRECT, bypassing the page cache: each hit
-	// is one read of the aligned blocks around its record into a pooled buffer, and a copy of
-	// the bytes asked for. A cold hit then costs the kernel no page-cache fill and copy (several
-	// times the CPU of the read itself), and a cache much larger than RAM does not churn the
-	// page cache; but a hot blob is read from the device every time. Best with direct writes,
-	// the default (buffered writes not yet written back are flushed before a direct read of
-	// their range).
-	// Not with PerBlobFiles.
+	// Reads. By default a hit picks its way per read (see docs/DESIGN.md, "The read path"): a
+	// record shorter than 64 KiB, and one the page cache holds whole, is read through the page
+	// cache; a larger one it does not hold is read with O_DIRECT into the caller's memory, unless
+	// it was hit before since it was written, the page cache has not dropped its pages under
+	// memory pressure, and recent fills were followed by enough hits the page cache served: then
+	// the read goes through the page cache and leaves the blob there for the next hit. So a blob
+	// read once costs no page-cache fill (several times the CPU of the read itself), a hot blob
+	// stays in RAM while the data fits there, and data larger than RAM does not churn the page
+	// cache. Stats.ReadsPageCache, ReadsFilled and ReadsDirect count the routes taken.
+	//
+	// DirectIOReads reads every hit with O_DIRECT, BufferedReads every hit through the page
+	// cache (the default before the per-read choice); setting both is refused. Neither is
+	// needed to get the behaviour of one where it helps. DirectIOReads is not for PerBlobFiles,
+	// which reads through the page cache.
 	DirectIOReads bool
+	BufferedReads bool
 
 	// Index selects the index implementation. Default IndexHashTable.
 	Index IndexKind
@@ -262,6 +269,8 @@ func (o Options) Validate() error {
 		return bad("MaxSize %d must be 0 (unlimited) or at least 2*SegmentSize (%d)", o.MaxSize, 2*o.SegmentSize)
 	case o.DirectIOReads && o.PerBlobFiles:
 		return bad("DirectIOReads reads segments; PerBlobFiles has none")
+	case o.DirectIOReads && o.BufferedReads:
+		return bad("DirectIOReads and BufferedReads contradict each other: set one (or neither, to choose per read)")
 	case o.MaxInflightBatches < 1 || o.MaxInflightBatches > 64:
 		return bad("MaxInflightBatches %d is outside [1, 64]", o.MaxInflightBatches)
 	case o.FlushInterval < 0:
@@ -324,6 +333,9 @@ func WithBufferedWrites(v bool) Option { return func(o *Options) { o.BufferedWri
 
 // WithDirectIOReads sets Options.DirectIOReads.
 func WithDirectIOReads(v bool) Option { return func(o *Options) { o.DirectIOReads = v } }
+
+// WithBufferedReads sets Options.BufferedReads.
+func WithBufferedReads(v bool) Option { return func(o *Options) { o.BufferedReads = v } }
 
 // WithIndex sets Options.Index.
 func WithIndex(k IndexKind) Option { return func(o *Options) { o.Index = k } }

@@ -457,19 +457,29 @@ func TestPolicyOptionsValidate(t *testing.T) {
 	}
 }
 
-// TestFIFOSetsNoBits: under PolicyFIFO the hit path leaves the access bits alone and nothing is
-// reinserted.
+// TestFIFOSetsNoBits: under PolicyFIFO nothing is reinserted, and with a fixed read route
+// (BufferedReads or DirectIOReads) the hit path leaves the access bits alone, as nothing reads
+// them; with the default per-read route a hit sets its bit, which the route reads.
 func TestFIFOSetsNoBits(t *testing.T) {
-	c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyFIFO))...)
-	defer c.Close()
-	if err := c.Put([]byte("k"), value("k", 0, 100)); err != nil {
-		t.Fatal(err)
-	}
-	c.Drain()
-	expect(t, c, "k", value("k", 0, 100))
-	h := record.KeyHash([]byte("k"))
-	loc, _ := c.idx.Get(h)
-	if c.rs != nil || c.idx.Accessed(h, loc) {
-		t.Fatal("PolicyFIFO set an access bit or started a reinserter")
+	for _, tc := range []struct {
+		opt     Option
+		wantBit bool
+	}{{WithBufferedReads(true), false}, {WithDirectIOReads(true), false}, {WithBufferedReads(false), true}} {
+		c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyFIFO), tc.opt)...)
+		if err := c.Put([]byte("k"), value("k", 0, 100)); err != nil {
+			t.Fatal(err)
+		}
+		c.Drain()
+		expect(t, c, "k", value("k", 0, 100))
+		h := record.KeyHash([]byte("k"))
+		loc, _ := c.idx.Get(h)
+		if c.rs != nil {
+			t.Fatal("PolicyFIFO started a reinserter")
+		}
+		if got := c.idx.Accessed(h, loc); got != tc.wantBit {
+			t.Fatalf("BufferedReads %v, DirectIOReads %v: access bit %v after a hit, want %v",
+				c.opts.BufferedReads, c.opts.DirectIOReads, got, tc.wantBit)
+		}
+		c.Close()
 	}
 }

@@ -159,15 +159,17 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 			first += min(want, streamChunk)
 		}
 	}
+	// The route is chosen for the bytes this reader will read, not only the first read's.
+	rd := c.hitFile(l, recOff, rangeEnd(l, off, n)-recOff)
 	// With direct reads, start b as far past an aligned address as the record is past an
 	// aligned offset, so the device writes the aligned middle in place (see vfs.DirectReader).
 	skew := 0
-	if _, direct := s.rd.(*vfs.DirectReader); direct && first >= 2*vfs.DirectIOAlignment {
+	if _, direct := rd.(*vfs.DirectReader); direct && first >= 2*vfs.DirectIOAlignment {
 		skew = int(recOff % vfs.DirectIOAlignment)
 	}
 	buf := getBuf(int(first) + skew)
 	b := (*buf)[skew:]
-	if _, err := s.rd.ReadAt(b, recOff); err != nil {
+	if _, err := rd.ReadAt(b, recOff); err != nil {
 		s.unref()
 		putBuf(buf)
 		if !l.stillAt() {
@@ -218,7 +220,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
 		}
 		return nil, res
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr, attrs: attrs}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr, attrs: attrs, rd: rd}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
 		r.wantCRC = hdr.ValueCRC
@@ -331,11 +333,12 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	want := clampTo(p, off, int64(loc.Length)-hk)
 	var err error
 	if off == 0 {
+		rd := c.hitFile(l, recOff, hk+int64(len(want)))
 		sc.iov[0], sc.iov[1] = sc.hk[:hk], want
-		_, err = s.rd.ReadvAt(sc.iov[:], recOff)
+		_, err = rd.ReadvAt(sc.iov[:], recOff)
 	} else {
 		if _, err = s.rd.ReadAt(sc.hk[:hk], recOff); err == nil && len(want) > 0 {
-			_, err = s.rd.ReadAt(want, recOff+hk+off)
+			_, err = c.hitFile(l, recOff+hk+off, int64(len(want))).ReadAt(want, recOff+hk+off)
 		}
 	}
 	if !l.stillAt() {

@@ -34,9 +34,10 @@ type Reader struct {
 	buf *[]byte // pooled buffer holding the record (or its start)
 	val []byte  // buffered value bytes not yet delivered
 
-	ref    *segRef // held while value bytes remain to be read from the file
-	off    int64   // file offset of the next unbuffered value byte
-	remain int64   // unbuffered value bytes left
+	ref    *segRef  // held while value bytes remain to be read from the file
+	rd     blobFile // what they are read through (the route the hit chose)
+	off    int64    // file offset of the next unbuffered value byte
+	remain int64    // unbuffered value bytes left
 
 	verify   bool
 	crc      uint32 // running CRC-32C of the value
@@ -89,7 +90,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 		// Read straight into p; but with direct reads a small p would cost a device read each,
 		// so then a chunk is read into the reader's buffer and p is served from there.
 		dst := p
-		if _, direct := r.ref.s.rd.(*vfs.DirectReader); direct && len(p) < streamChunk {
+		if _, direct := r.rd.(*vfs.DirectReader); direct && len(p) < streamChunk {
 			if r.buf == nil || cap(*r.buf) < streamChunk {
 				if r.buf != nil {
 					putBuf(r.buf)
@@ -99,7 +100,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 			dst = (*r.buf)[:streamChunk]
 		}
 		want := int(min(int64(len(dst)), r.remain))
-		m, err := r.ref.s.rd.ReadAt(dst[:want], r.off)
+		m, err := r.rd.ReadAt(dst[:want], r.off)
 		if err == nil && !r.c.stillAt(r.h, r.loc) {
 			err = fmt.Errorf("%w: blob was replaced while being read", ErrNotFound)
 		}

@@ -20,10 +20,12 @@ import (
 type segHandle struct {
 	id uint32
 	f  vfs.File
-	// rd is what blob reads go through: f, or with DirectIOReads an O_DIRECT reader of the same
-	// file, closed with f.
-	rd   blobFile
-	refs atomic.Int64
+	// rd is what reads go through unless a hit picks its route (see Cache.hitFile): f, or with
+	// DirectIOReads direct. direct is an O_DIRECT reader of the same file, closed with f; nil
+	// with BufferedReads.
+	rd     blobFile
+	direct *vfs.DirectReader
+	refs   atomic.Int64
 
 	// active is the writer of an unsealed segment; nil once sealed or for segments recovered on
 	// open. Only the commit goroutine seals.
@@ -70,18 +72,21 @@ type freedRange struct {
 	by     uint32
 }
 
-// openReads sets what s's blob reads go through: s.f, or with DirectIOReads an O_DIRECT
+// openReads sets what s's blob reads go through: s.f, and unless BufferedReads an O_DIRECT
 // descriptor of the same file.
 func (c *Cache) openReads(s *segHandle) error {
 	s.rd = s.f
-	if !c.opts.DirectIOReads {
+	if c.opts.BufferedReads {
 		return nil
 	}
 	d, err := c.opts.fs.OpenDirect(s.f.Name(), os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("blobcache: open %s for direct reads: %w", s.f.Name(), err)
 	}
-	s.rd = vfs.NewDirectReader(d)
+	s.direct = vfs.NewDirectReader(d)
+	if c.opts.DirectIOReads {
+		s.rd = s.direct
+	}
 	return nil
 }
 
@@ -107,8 +112,8 @@ type blobFile interface {
 // unref drops a reference, closing the descriptors after the last one.
 func (s *segHandle) unref() {
 	if s.refs.Add(-1) == 0 {
-		if d, ok := s.rd.(*vfs.DirectReader); ok {
-			_ = d.Close()
+		if s.direct != nil {
+			_ = s.direct.Close()
 		}
 		if s.active != nil {
 			_ = s.active.Close()

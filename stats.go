@@ -43,6 +43,13 @@ type Stats struct {
 	ReinsertedBytes uint64
 	ReinsertDropped uint64
 
+	// The routes of hits of 64 KiB or more read from segment files, when each picks its own
+	// (see Options.BufferedReads): from the page cache, which held the bytes whole; through it,
+	// filling it (a record hit before); and from the device with O_DIRECT.
+	ReadsPageCache uint64
+	ReadsFilled    uint64
+	ReadsDirect    uint64
+
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
 	FlushTime     time.Duration // total time flush workers spent writing
@@ -65,7 +72,7 @@ type Stats struct {
 	BloomFPR       float64 // estimated false-positive rate of the filter
 	BloomRebuilds  uint64
 	LastCorruption string // the last corruption seen, with file and offset
-	// DirectIOOff says why direct writes and DirectIOReads were turned off when the cache
+	// DirectIOOff says why direct writes and direct reads were turned off when the cache
 	// opened (the file system refused O_DIRECT; the cache then reads and writes through the
 	// page cache), or is empty.
 	DirectIOOff string
@@ -91,6 +98,8 @@ type counters struct {
 	declined                              atomic.Uint64
 	reinserted, reinsertedBytes           atomic.Uint64
 	reinsertDropped                       atomic.Uint64
+	readsPageCache, readsFilled           atomic.Uint64
+	readsDirect                           atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -120,6 +129,9 @@ func (c *Cache) Stats() Stats {
 		Reinserted:         c.stats.reinserted.Load(),
 		ReinsertedBytes:    c.stats.reinsertedBytes.Load(),
 		ReinsertDropped:    c.stats.reinsertDropped.Load(),
+		ReadsPageCache:     c.stats.readsPageCache.Load(),
+		ReadsFilled:        c.stats.readsFilled.Load(),
+		ReadsDirect:        c.stats.readsDirect.Load(),
 		Flushes:            c.stats.flushes.Load(),
 		FlushedBytes:       c.stats.flushedBytes.Load(),
 		FlushTime:          time.Duration(c.stats.flushNanos.Load()),

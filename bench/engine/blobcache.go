@@ -195,5 +195,7 @@ func (e *blobcacheEngine) Counters() map[string]int64 {
 		"bloom_false_positives": int64(s.BloomFalsePositives), "segments": int64(s.Segments),
 		"index_bytes": s.IndexBytes, "bloom_bytes": s.BloomBytes, "disk_bytes": s.DiskBytes,
 		"put_waits": int64(s.PutWaits), "bloom_rebuilds": int64(s.BloomRebuilds),
+		"reads_page_cache": int64(s.ReadsPageCache), "reads_filled": int64(s.ReadsFilled),
+		"reads_direct": int64(s.ReadsDirect),
 	}
 }

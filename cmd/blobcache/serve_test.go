@@ -97,6 +97,7 @@ func TestServe(t *testing.T) {
 		// The get below reads the segment, not the write buffer: batches are cut after 1 ms.
 		{"direct-reads", []string{"--direct-io-reads", "--flush-interval", "1ms"}},
 		{"buffered", []string{"--buffered-writes", "--flush-interval", "1ms"}},
+		{"buffered-reads", []string{"--buffered-reads", "--flush-interval", "1ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testServe(t, tc.flags) })
 	}

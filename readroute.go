@@ -1,0 +1,134 @@
+package blobcache
+
+import (
+	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// The read path: how a hit reaches the bytes of a record in a segment file.
+//
+// With neither DirectIOReads nor BufferedReads set, each hit picks its route (hitFile):
+//
+//   - a read under routedReadMin bytes goes through the page cache: filling it costs little
+//     for so few pages, and a small blob read again is then served from RAM;
+//   - a read the page cache holds whole is served from it (one copy, no device I/O);
+//   - a read whose pages the page cache held once and dropped under memory pressure goes to
+//     the device with O_DIRECT: the data does not fit in RAM, and filling the page cache again
+//     would cost several times the CPU of the read and evict something else;
+//   - a read of a record hit before since it was written (its access bit, see Index.Touch)
+//     goes through the page cache and fills it, a blob read twice being likely to be read
+//     again, as long as filling pays (fillGate): recent fills were followed by enough hits
+//     the page cache served;
+//   - any other read, a record's first hit, goes to the device with O_DIRECT.
+//
+// What the page cache holds is asked of the kernel (vfs.StatPageCache, cachestat(2)) once per
+// read, at no I/O. Where it cannot tell (a kernel before 6.5), the access bit alone decides.
+// docs/DESIGN.md, "The read path", has the measurements behind the rules.
+
+// routedReadMin is the smallest read that picks its route; smaller ones go through the page
+// cache.
+const routedReadMin = 64 << 10
+
+// readRoute is where a hit's bytes come from.
+type readRoute uint8
+
+const (
+	routePageCache readRoute = iota // the page cache holds them whole
+	routeFill                       // through the page cache, filling it
+	routeDirect                     // from the device with O_DIRECT
+)
+
+// chooseRoute picks the route of a read from what the page cache holds of it (st, or err when
+// that cannot be told), whether its record was hit before (asked only when it matters) and
+// whether filling pays (g), and notes the route in g.
+func chooseRoute(st vfs.PageCacheStat, err error, hitBefore func() bool, g *fillGate) readRoute {
+	r := routeDirect
+	switch {
+	case err == nil && st.Cached >= st.Pages:
+		r = routePageCache
+	case err == nil && st.Evicted > 0:
+	case hitBefore() && g.open():
+		r = routeFill
+	}
+	g.note(r)
+	return r
+}
+
+// fillGate tells whether filling the page cache pays. A fill costs several times the CPU of a
+// direct read (page allocation and the cache insert, besides the copy) and pays back only
+// through later reads the page cache serves whole, each saving a device read. So over the
+// recent routed reads the gate counts both, and lets a read fill only while the hits served
+// are at least fillPayoff times the fills; otherwise one read in fillProbe still fills, so that
+// data turning hot is noticed. With few fills seen it is open. Counts are halved every
+// gateWindow routed reads. Races between concurrent reads lose a count now and then, which a
+// rate of this kind tolerates.
+type fillGate struct {
+	served, fills atomic.Int64
+	reads, probes atomic.Uint64
+}
+
+const (
+	fillPayoff   = 2
+	fillProbe    = 8
+	fillMinCount = 16
+	gateWindow   = 4096
+)
+
+// open reports whether a read that would fill the page cache may.
+func (g *fillGate) open() bool {
+	f := g.fills.Load()
+	if f < fillMinCount || g.served.Load() >= fillPayoff*f {
+		return true
+	}
+	return g.probes.Add(1)%fillProbe == 0
+}
+
+// note counts a routed read.
+func (g *fillGate) note(r readRoute) {
+	switch r {
+	case routePageCache:
+		g.served.Add(1)
+	case routeFill:
+		g.fills.Add(1)
+	}
+	if g.reads.Add(1)%gateWindow == 0 {
+		g.served.Store(g.served.Load() / 2)
+		g.fills.Store(g.fills.Load() / 2)
+	}
+}
+
+// routesReads reports whether hits pick their route per read (neither DirectIOReads nor
+// BufferedReads, and a file system that takes O_DIRECT).
+func (c *Cache) routesReads() bool { return !c.opts.DirectIOReads && !c.opts.BufferedReads }
+
+// hitFile returns what the hit l found reads its n bytes at off (in the segment file) through,
+// and counts the route taken.
+func (c *Cache) hitFile(l *keyLookup, off, n int64) blobFile {
+	s := l.file
+	if s.direct == nil || s.rd != blobFile(s.f) || n < routedReadMin {
+		return s.rd
+	}
+	st, err := vfs.StatPageCache(s.f, off, n)
+	switch chooseRoute(st, err, func() bool { return c.idx.Accessed(l.h, l.loc) }, &c.fills) {
+	case routePageCache:
+		c.stats.readsPageCache.Add(1)
+		return s.f
+	case routeFill:
+		c.stats.readsFilled.Add(1)
+		return s.f
+	default:
+		c.stats.readsDirect.Add(1)
+		return s.direct
+	}
+}
+
+// rangeEnd is the file offset just past the bytes a read of value bytes [off, off+n) (n < 0: to
+// the end) of the record l found needs, its header and key included.
+func rangeEnd(l *keyLookup, off, n int64) int64 {
+	end := l.recOff + int64(l.loc.Length)
+	if n >= 0 {
+		end = min(end, l.recOff+l.prefixLen()+off+n)
+	}
+	return end
+}
