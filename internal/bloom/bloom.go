@@ -118,17 +118,32 @@ func (f *Filter) Test(h uint64) bool {
 	return setBits(w, h) == w
 }
 
-// TestMany sets out[i] to Test(hs[i]) for every i (out must be at least as long as hs). The
-// loads are independent of each other and nothing between them is an atomic read-modify-write
-// (as a per-key miss counter would be), so the processor overlaps their cache misses.
+// TestMany sets out[i] to Test(hs[i]) for every i (out must be at least as long as hs).
+//
+// It works in two passes over each run of up to manyRun hashes: the first only loads each key's
+// word into a local array, the second tests the bits. The loads are independent, and the first
+// pass's loop is so short that the processor keeps many of its cache misses in flight at once;
+// with the bit tests in the same loop, fewer iterations fit in its window and fewer misses
+// overlap. Nothing between the loads is an atomic read-modify-write (as a per-key miss counter
+// would be), which would serialize them.
 func (f *Filter) TestMany(hs []uint64, out []bool) {
 	words := uint64(f.bits.Words())
 	out = out[:len(hs)]
-	for i, h := range hs {
-		w := f.bits.LoadWord(int((h >> 32) * words >> 32))
-		out[i] = setBits(w, h) == w
+	var ws [manyRun]uint64
+	for len(hs) > 0 {
+		n := min(len(hs), manyRun)
+		for i, h := range hs[:n] {
+			ws[i] = f.bits.LoadWord(int((h >> 32) * words >> 32))
+		}
+		for i, h := range hs[:n] {
+			out[i] = setBits(ws[i], h) == ws[i]
+		}
+		hs, out = hs[n:], out[n:]
 	}
 }
+
+// manyRun is how many words TestMany loads before it tests any.
+const manyRun = 64
 
 // K returns the number of probes per key: K.
 func (f *Filter) K() int { return K }

@@ -8,8 +8,8 @@
 // requests; on a huge page it is one segment (see BENCHMARKS.md for what that is worth).
 //
 // The memory comes from the Go heap, so the garbage collector owns it as it owns any slice: the
-// allocation is over-sized by a huge page less one element and the slice starts at the first
-// boundary in it (the heap does not move objects, so the alignment holds for the slice's life).
+// allocation is rounded up to whole huge pages and over-sized by a huge page less one element, and
+// the slice starts at the first boundary in it (the heap does not move objects, so the alignment holds for the slice's life).
 // The advice is given before the memory is touched; a fresh heap span is not touched either,
 // while a reused one has been zeroed by the runtime already and is collapsed into huge pages
 // later, by khugepaged, if at all. madvise errors are ignored: the advice only affects speed. It
@@ -28,8 +28,9 @@ import "unsafe"
 const PageBytes = 2 << 20
 
 // Slice returns n zeroed elements of T that start on a PageBytes boundary, advised as huge-page
-// memory where the OS has such advice (Linux). The heap allocation behind it is up to PageBytes
-// larger than the slice. T's size must divide PageBytes.
+// memory where the OS has such advice (Linux), up to the end of the huge page the slice ends in.
+// The heap allocation behind it is up to two huge pages larger than the slice. T's size must
+// divide PageBytes.
 func Slice[T any](n int) []T {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
@@ -42,12 +43,15 @@ func Slice[T any](n int) []T {
 	if n == 0 {
 		return nil
 	}
-	buf := make([]T, n+PageBytes/size-1)
+	// The advice covers whole huge pages: a last page only partly inside the advised range would
+	// never be a huge page, and the slice's tail would sit on 4 KiB pages.
+	per := PageBytes / size
+	whole := (n + per - 1) / per * per
+	buf := make([]T, whole+per-1)
 	off := 0
 	if mis := uintptr(unsafe.Pointer(&buf[0])) % PageBytes; mis != 0 {
 		off = int(PageBytes-mis) / size
 	}
-	s := buf[off : off+n : off+n]
-	advise(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), n*size))
-	return s
+	advise(unsafe.Slice((*byte)(unsafe.Pointer(&buf[off])), whole*size))
+	return buf[off : off+n : off+n]
 }

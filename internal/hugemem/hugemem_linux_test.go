@@ -38,6 +38,12 @@ func TestHugePageAdvice(t *testing.T) {
 		if !strings.Contains(" "+flags+" ", " hg ") {
 			t.Errorf("mapping of Slice(%d) lacks the hg flag: VmFlags %q", n, flags)
 		}
+		// The huge page the slice ends in is advised whole, or its tail would stay on 4 KiB
+		// pages (a 1 MiB read buffer there would make two device requests of a direct read).
+		last := (start+uintptr(n)+PageBytes-1)&^(PageBytes-1) - 1
+		if flags, _, err := smapsEntry(last); err != nil || !strings.Contains(" "+flags+" ", " hg ") {
+			t.Errorf("Slice(%d): the end of its last huge page, %#x, is not advised: VmFlags %q, %v", n, last, flags, err)
+		}
 	}
 }
 
