@@ -3,10 +3,13 @@ package blobcache
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/seed57392e9e/blobcache/internal/bufmem"
 )
 
 // Read buffers are pooled by power-of-two size class, from 4 KiB to 4 MiB, so a Get of a blob in
-// steady state allocates nothing but its reader.
+// steady state allocates nothing but its reader. Every buffer made is counted in bufmem until the
+// collector frees it (Stats.ReadBufferBytes).
 const (
 	minBufShift = 12
 	maxBufShift = 22
@@ -26,6 +29,7 @@ func getBuf(n int) *[]byte {
 	c := bufClass(n)
 	if c >= len(bufPools) {
 		b := make([]byte, n)
+		bufmem.Track(&b, n)
 		return &b
 	}
 	if p, ok := bufPools[c].Get().(*[]byte); ok {
@@ -33,6 +37,7 @@ func getBuf(n int) *[]byte {
 		return p
 	}
 	b := make([]byte, n, 1<<(c+minBufShift))
+	bufmem.Track(&b, cap(b))
 	return &b
 }
 

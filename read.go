@@ -6,8 +6,10 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/bufmem"
 	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -317,7 +319,11 @@ type readScratch struct {
 	iov [2][]byte
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(readScratch) }}
+var scratchPool = sync.Pool{New: func() any {
+	sc := new(readScratch)
+	bufmem.Track(sc, int(unsafe.Sizeof(*sc)))
+	return sc
+}}
 
 // readAt reads the value bytes [off, off+len(p)) of the record l found into p, with its header
 // and key in the same read when off is 0. It releases the file l holds.

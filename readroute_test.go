@@ -178,3 +178,22 @@ func TestReadRoutes(t *testing.T) {
 		t.Fatalf("BufferedReads with DirectIOReads: %v, want ErrInvalidOptions", err)
 	}
 }
+
+// TestReadBufferBytes: the buffer a Reader holds is counted in Stats.ReadBufferBytes while it is
+// held.
+func TestReadBufferBytes(t *testing.T) {
+	c := open(t, t.TempDir(), small()...)
+	defer c.Close()
+	if err := c.Put([]byte("k"), value("k", 0, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	r, ok := c.Get([]byte("k"))
+	if !ok {
+		t.Fatal("miss")
+	}
+	defer r.Close()
+	if got := c.Stats().ReadBufferBytes; got < 1<<20 {
+		t.Fatalf("ReadBufferBytes %d while a Reader holds a 1 MiB blob's buffer", got)
+	}
+}

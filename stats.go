@@ -3,6 +3,8 @@ package blobcache
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/bufmem"
 )
 
 // Stats is a snapshot of the cache's counters and sizes.
@@ -18,6 +20,11 @@ type Stats struct {
 	DataBytes    int64
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
 	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
+	// ReadBufferBytes is the memory of the read path's pooled buffers (Get's record buffers,
+	// ReadAt's scratch, the bounce buffers of direct reads), from when each is made until the
+	// garbage collector frees it: pools keep buffers across reads and drop them when idle for
+	// two collections. The pools are shared by all caches of the process, and so is the figure.
+	ReadBufferBytes int64
 
 	Hits                uint64
 	Misses              uint64
@@ -145,6 +152,7 @@ func (c *Cache) Stats() Stats {
 		Orphans:            c.stats.orphans.Load(),
 		StrayFiles:         c.stats.strays.Load(),
 		IndexBytes:         c.idx.MemoryBytes(),
+		ReadBufferBytes:    bufmem.Bytes(),
 		BloomRebuilds:      c.stats.rebuilds.Load(),
 	}
 	for i := range c.stats.stripes {

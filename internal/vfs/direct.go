@@ -3,6 +3,8 @@ package vfs
 import (
 	"sync"
 	"unsafe"
+
+	"github.com/seed57392e9e/blobcache/internal/bufmem"
 )
 
 // DirectReadChunk is the most a DirectReader reads with one system call: a 1 MiB value with its
@@ -21,12 +23,17 @@ type bounce struct {
 	iov [maxDirectIovecs][]byte
 }
 
-var bouncePool = sync.Pool{New: func() any { return &bounce{buf: AlignedBuffer(smallBounce)} }}
+var bouncePool = sync.Pool{New: func() any {
+	b := &bounce{buf: AlignedBuffer(smallBounce)}
+	bufmem.Track(b, smallBounce+DirectIOAlignment)
+	return b
+}}
 
 // chunkPool holds the aligned buffers of DirectReadChunk bytes that reads which cannot be done
 // in place go through.
 var chunkPool = sync.Pool{New: func() any {
 	b := AlignedBuffer(DirectReadChunk)
+	bufmem.Track(&b, cap(b)+DirectIOAlignment)
 	return &b
 }}
 

@@ -63,6 +63,7 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	gauge("blobcache_pending_bytes", "Bytes in the write buffer, not yet in a segment.", func(s *blobcache.Stats) float64 { return float64(s.PendingBytes) })
 	gauge("blobcache_stray_files", "Files in the cache's directories that the cache did not write, left alone.", func(s *blobcache.Stats) float64 { return float64(s.StrayFiles) })
 	gauge("blobcache_write_buffer_bytes", "Memory the write buffers hold (let go when the cache is idle).", func(s *blobcache.Stats) float64 { return float64(s.BufferBytes) })
+	gauge("blobcache_read_buffer_bytes", "Memory of the read path's pooled buffers, alive now (shared by the process's caches).", func(s *blobcache.Stats) float64 { return float64(s.ReadBufferBytes) })
 	gauge("blobcache_index_bytes", "Memory of the index.", func(s *blobcache.Stats) float64 { return float64(s.IndexBytes) })
 	gauge("blobcache_bloom_bytes", "Memory of the bloom filter.", func(s *blobcache.Stats) float64 { return float64(s.BloomBytes) })
 	gauge("blobcache_bloom_fill_ratio", "Fraction of bloom filter bits set.", func(s *blobcache.Stats) float64 { return s.BloomFill })
