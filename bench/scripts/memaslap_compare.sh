@@ -35,7 +35,7 @@ start_server() { # kind -> sets pid
     memcached+ext) memcached -l 127.0.0.1 -p $port -U 0 -m 256 -I 2m -t 2 -c 4096 -u root \
       -o "ext_path=$work/data/extstore:16G,ext_threads=2" & ;;
     blobcache) "$work/blobcache" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" \
-      --log-level warn & ;;
+      --log-level warn 2>> "$work/server.log" & ;;
   esac
   pid=$!
   for _ in $(seq 100); do
