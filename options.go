@@ -83,8 +83,8 @@ type Options struct {
 	// (Stats.DirectIOOff).
 	BufferedWrites bool
 
-	// Reads. By default a hit picks its way per read (see docs/DESIGN.md, "The read path"): a
-	// record shorter than 64 KiB, and one the page cache holds whole, is read through the page
+	// Reads. By default a hit picks its way per read (see docs/DESIGN.md, "Which hits go to the device"): a
+	// record shorter than 256 KiB, and one the page cache holds whole, is read through the page
 	// cache; a larger one it does not hold is read with O_DIRECT into the caller's memory, unless
 	// it was hit before since it was written, the page cache has not dropped its pages under
 	// memory pressure, and recent fills were followed by enough hits the page cache served: then

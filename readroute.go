@@ -10,8 +10,9 @@ import (
 //
 // With neither DirectIOReads nor BufferedReads set, each hit picks its route (hitFile):
 //
-//   - a read under routedReadMin bytes goes through the page cache: filling it costs little
-//     for so few pages, and a small blob read again is then served from RAM;
+//   - a read under routedReadMin bytes goes through the page cache: filling it costs about as
+//     much CPU as the device read it saves, and a blob read again is then served from RAM
+//     without waiting for the device;
 //   - a read the page cache holds whole is served from it (one copy, no device I/O);
 //   - a read whose pages the page cache held once and dropped under memory pressure goes to
 //     the device with O_DIRECT: the data does not fit in RAM, and filling the page cache again
@@ -28,7 +29,7 @@ import (
 
 // routedReadMin is the smallest read that picks its route; smaller ones go through the page
 // cache.
-const routedReadMin = 64 << 10
+const routedReadMin = 256 << 10
 
 // readRoute is where a hit's bytes come from.
 type readRoute uint8

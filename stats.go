@@ -50,7 +50,7 @@ type Stats struct {
 	ReinsertedBytes uint64
 	ReinsertDropped uint64
 
-	// The routes of hits of 64 KiB or more read from segment files, when each picks its own
+	// The routes of hits of 256 KiB or more read from segment files, when each picks its own
 	// (see Options.BufferedReads): from the page cache, which held the bytes whole; through it,
 	// filling it (a record hit before); and from the device with O_DIRECT.
 	ReadsPageCache uint64

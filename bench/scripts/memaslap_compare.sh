@@ -11,7 +11,7 @@
 # time (memaslap fills the window with sets as it starts, inside the run). Servers:
 #   memcached        -m 4096 (everything fits in RAM)
 #   memcached+ext    -m 256 with extstore on the work directory (values mostly on flash)
-#   blobcache        blobcache serve at its defaults (built from this tree)
+#   blobcache        blobcache serve at its defaults (built from this tree), plus $SERVE_FLAGS
 set -euo pipefail
 secs=${1:-20}
 work=${2:-/var/tmp/memaslap-compare}
@@ -35,7 +35,7 @@ start_server() { # kind -> sets pid
     memcached+ext) memcached -l 127.0.0.1 -p $port -U 0 -m 256 -I 2m -t 2 -c 4096 -u root \
       -o "ext_path=$work/data/extstore:16G,ext_threads=2" & ;;
     blobcache) "$work/blobcache" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" \
-      --log-level warn 2>> "$work/server.log" & ;;
+      --log-level warn ${SERVE_FLAGS:-} >> "$work/server.log" 2>&1 & ;;
   esac
   pid=$!
   for _ in $(seq 100); do
