@@ -10,9 +10,9 @@ import (
 //
 // With neither DirectIOReads nor BufferedReads set, each hit picks its route (hitFile):
 //
-//   - a read under routedReadMin bytes goes through the page cache: filling it costs about as
-//     much CPU as the device read it saves, and a blob read again is then served from RAM
-//     without waiting for the device;
+//   - a read under routedReadMin bytes goes through the page cache: its fill costs little CPU
+//     against the device latency each later hit would otherwise wait for, and a blob read again
+//     is then served from RAM;
 //   - a read the page cache holds whole is served from it (one copy, no device I/O);
 //   - a read whose pages the page cache held once and dropped under memory pressure goes to
 //     the device with O_DIRECT: the data does not fit in RAM, and filling the page cache again
