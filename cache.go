@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/ghost"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -39,6 +40,7 @@ type Cache struct {
 	segs          segments
 	nextSegmentID atomic.Uint32 // last id used
 	diskBytes     atomic.Int64
+	regionDisk    [numRegions]atomic.Int64 // diskBytes by region (region.go)
 
 	layout layout // segment files or one file per blob
 	w      *writer
@@ -48,8 +50,12 @@ type Cache struct {
 	admission bool
 	budget    *writeBudget
 	rs        *reinserter
-	closed    atomic.Bool
-	stats     counters
+	// regions is set with PolicyProbation (region.go); ghost then holds the key hashes
+	// recently dropped from probation.
+	regions bool
+	ghost   atomic.Pointer[ghost.Set]
+	closed  atomic.Bool
+	stats   counters
 
 	lastCorruption atomic.Pointer[string]
 	directOff      string // why direct I/O was turned off at open (probeDirect), or ""
@@ -139,7 +145,11 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if o.WriteBudget > 0 {
 		c.budget = newWriteBudget(o.WriteBudget, o.Clock)
 	}
-	if o.Policy == PolicyReinsert && o.MaxSize > 0 && !o.PerBlobFiles {
+	if g := newGhost(&o); g != nil {
+		c.regions = true
+		c.ghost.Store(g)
+	}
+	if o.Policy != PolicyFIFO && o.MaxSize > 0 && !o.PerBlobFiles {
 		c.rs = newReinserter(c)
 	}
 	c.w = newWriter(c)

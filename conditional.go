@@ -102,6 +102,11 @@ type writeMeta struct {
 	// obs is what the write saw of the key, when it has a condition; the writer checks it is
 	// still so (see writer.unchanged).
 	obs *observation
+	// toMain sends the record to the main region whatever the key's newest record (region.go):
+	// promotions, reinsertions and tombstones that must hide records anywhere.
+	toMain bool
+	// hits is the hit count a copy's index entry starts with (reinsert.go).
+	hits uint8
 }
 
 func metaOf(o PutOptions) *writeMeta {

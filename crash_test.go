@@ -1,5 +1,7 @@
 package blobcache
 
+import "github.com/seed57392e9e/blobcache/internal/batch"
+
 // crash stops the cache the way a killed process would: the open write batch is dropped, the
 // active segment is left unsealed, and no bloom filter is saved. Batches already cut still
 // finish writing (the kernel would have them in its page cache).
@@ -9,8 +11,8 @@ func (c *Cache) crash() {
 	w := c.w
 	w.mu.Lock()
 	w.closed = true
-	w.open = nil
-	w.active = nil
+	w.open = [numRegions]*batch.Batch{}
+	w.active = [numRegions]*segHandle{}
 	target := w.nextSeq
 	w.cond.Broadcast()
 	w.mu.Unlock()

@@ -133,7 +133,7 @@ func TestStreamsBehindStalledCommitNoDeadlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.w.mu.Lock()
-		if err := c.w.cut(); err != nil {
+		if err := c.w.cut(mainRegion); err != nil {
 			t.Fatal(err)
 		}
 		c.w.mu.Unlock()
@@ -314,7 +314,7 @@ func TestNothingCommittedBehindAGap(t *testing.T) {
 	// their segment fails (its data sync, so nothing freed is punched out).
 	w := c.w
 	w.mu.Lock()
-	base := w.active.active.End()
+	base := w.active[mainRegion].active.End()
 	w.mu.Unlock()
 	firstLen := int64(record.HeaderSize + 2 + 20000)
 	hold := make(chan struct{})
@@ -337,7 +337,7 @@ func TestNothingCommittedBehindAGap(t *testing.T) {
 	put("k4")
 	put("k5")
 	w.mu.Lock()
-	if err := w.cut(); err != nil { // B (k3..k5), placed behind A and the stream
+	if err := w.cut(mainRegion); err != nil { // B (k3..k5), placed behind A and the stream
 		t.Fatal(err)
 	}
 	w.mu.Unlock()

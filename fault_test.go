@@ -351,7 +351,7 @@ func tornLastRecord(t *testing.T, kind string) {
 	// Find where the last record goes and how long it is.
 	c, _ := setup(t.TempDir())
 	c.w.mu.Lock()
-	recOff := c.w.active.active.End()
+	recOff := c.w.active[mainRegion].active.End()
 	c.w.mu.Unlock()
 	recLen := int64(record.HeaderSize + len("last") + len(lastVal))
 	if kind == "delete" {

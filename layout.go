@@ -29,12 +29,12 @@ type layout interface {
 	// room is called by cut, with writer.mu held, before it takes the open batch (n bytes once
 	// sealed, entries records): false if it waited (releasing writer.mu), and cut must look
 	// again.
-	room(w *writer, n int64, entries int) (bool, error)
+	room(w *writer, r region, n int64, entries int) (bool, error)
 	// place gives the sealed batch b (bufs, n bytes) its place on disk and returns its flush
 	// job. A batch that cannot be placed still gets a job, failed (its err set, and returned):
 	// it goes through the pipeline so that forgetting its keys happens after the batches
 	// before it are committed. writer.mu is held.
-	place(w *writer, b *batch.Batch, bufs [][]byte, n int64) (*flushJob, error)
+	place(w *writer, r region, b *batch.Batch, bufs [][]byte, n int64) (*flushJob, error)
 	// write writes a placed batch; a flush worker calls it.
 	write(j *flushJob) error
 	// commit applies a written batch to the index (and the footer to be); the commit goroutine
@@ -72,21 +72,22 @@ func (l segmentLayout) maxValueSize(keyLen int) int64 {
 	return min(n, 1<<31)
 }
 
-func (l segmentLayout) room(w *writer, n int64, entries int) (bool, error) {
-	return w.makeRoom(n, entries)
+func (l segmentLayout) room(w *writer, r region, n int64, entries int) (bool, error) {
+	return w.makeRoom(r, n, entries)
 }
 
-// place puts the batch at the end of the active segment, rotating to a new segment when it
-// does not fit.
-func (l segmentLayout) place(w *writer, b *batch.Batch, bufs [][]byte, n int64) (*flushJob, error) {
-	if !w.fits(n, b.Len()) {
-		if err := w.rotate(); err != nil {
+// place puts the batch at the end of region r's active segment, rotating to a new segment when
+// it does not fit.
+func (l segmentLayout) place(w *writer, r region, b *batch.Batch, bufs [][]byte, n int64) (*flushJob, error) {
+	if !w.fits(r, n, b.Len()) {
+		if err := w.rotate(r); err != nil {
 			err = fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 			return &flushJob{b: b, length: n, err: err}, err
 		}
 	}
-	off, _ := w.active.active.Reserve(n, b.Len()) // it fits: rotate made a segment it fits in
-	return &flushJob{b: b, seg: w.active, base: off, bufs: bufs, length: n}, nil
+	a := w.active[r]
+	off, _ := a.active.Reserve(n, b.Len()) // it fits: rotate made a segment it fits in
+	return &flushJob{b: b, seg: a, base: off, bufs: bufs, length: n}, nil
 }
 
 func (l segmentLayout) write(j *flushJob) error { return j.seg.active.WriteBatch(j.bufs, j.base) }
@@ -104,6 +105,9 @@ func (l segmentLayout) commit(j *flushJob) {
 			loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}
 			if old, ok := c.idx.Put(e.Hash, loc); ok {
 				c.freeRecord(old, seg.id)
+			}
+			if be.Hits > 0 {
+				c.idx.SetHits(e.Hash, loc, int(be.Hits))
 			}
 		case record.KindDelete:
 			if old, ok := c.idx.Delete(e.Hash); ok {
@@ -146,10 +150,10 @@ func (l blobFiles) maxValueSize(keyLen int) int64 {
 }
 
 // room: blob files are evicted as they are committed (commitBlobs), not before.
-func (l blobFiles) room(*writer, int64, int) (bool, error) { return true, nil }
+func (l blobFiles) room(*writer, region, int64, int) (bool, error) { return true, nil }
 
 // place numbers the batch's records: each gets the next seq, its file's name.
-func (l blobFiles) place(w *writer, b *batch.Batch, _ [][]byte, n int64) (*flushJob, error) {
+func (l blobFiles) place(w *writer, _ region, b *batch.Batch, _ [][]byte, n int64) (*flushJob, error) {
 	count := uint64(b.Len())
 	return &flushJob{b: b, length: n, seqBase: l.c.blobSeq.Add(count) - count + 1}, nil
 }

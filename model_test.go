@@ -177,8 +177,16 @@ func optionVariants() []optionVariant {
 		// declined Puts (their tombstones) and a write budget that drops reinsertions too.
 		{"evict-second-put", small(WithMaxSize(4<<20), WithAdmission(AdmitOnSecondPut(64))), true, true},
 		{"evict-budget", small(WithMaxSize(4<<20), WithWriteBudget(8<<20)), true, true},
+		// Two regions (PolicyProbation with eight segments or more): promotions, the ghost
+		// set, and segments evicted out of id order.
+		{"evict-probation", small(WithSegmentSize(probationTestSegment), WithMaxSize(4*probationTestSegment)), true, false},
 	}
 }
+
+// probationTestSegment is the smallest SegmentSize small() allows (its write buffer, a segment
+// header and 1 MiB, rounded up): tests that want two regions in a small cache give MaxSize four
+// of them (minProbationSegments).
+const probationTestSegment = 1152 << 10
 
 // modelOpKind is what a step of a model sequence does.
 type modelOpKind uint8

@@ -141,8 +141,10 @@ type Options struct {
 	ReadOnly bool
 
 	// Policy is what eviction does with the records of the oldest segment (see Policy).
-	// Default PolicyReinsert: the records hit since they were written are written again at the
-	// head, within ReinsertShare of the writes; the rest go with the segment. PolicyFIFO
+	// Default PolicyProbation: new blobs go to a probation region of a tenth of MaxSize and
+	// only those hit there are kept; in the main region the records hit since they were written
+	// are written again at the head, within ReinsertShare of the writes; the rest go with the
+	// segment. PolicyReinsert does the latter with one region. PolicyFIFO
 	// drops them all (every hit then costs nothing extra, but a popular blob is evicted as
 	// soon as an unpopular one, and must be missed and written again). With PerBlobFiles
 	// or without MaxSize there is nothing to reinsert and the policy is FIFO.
@@ -283,7 +285,7 @@ func (o Options) Validate() error {
 		return bad("BloomMaxFPR %v is outside (0, 1)", o.BloomMaxFPR)
 	case o.Index != IndexHashTable && o.Index != IndexSkipList:
 		return bad("unknown Index %d", o.Index)
-	case o.Policy != PolicyReinsert && o.Policy != PolicyFIFO:
+	case o.Policy != PolicyReinsert && o.Policy != PolicyFIFO && o.Policy != PolicyProbation:
 		return bad("unknown Policy %d", o.Policy)
 	case o.ReinsertShare <= 0 || o.ReinsertShare >= 1:
 		return bad("ReinsertShare %v is outside (0, 1)", o.ReinsertShare)

@@ -20,11 +20,18 @@ import (
 type Policy int
 
 const (
-	// PolicyReinsert writes the records of the oldest segment that were read since they were
+	// PolicyProbation (the default) is S3-FIFO on flash (region.go): new blobs go to a probation region of
+	// their own, evicted early; the records hit there are promoted (written once more) into
+	// the main region when their segment goes, the others dropped and their keys remembered in
+	// a ghost set, so that a Put of one of them soon after goes straight to main. Main is
+	// evicted as under PolicyReinsert. Needs a MaxSize of at least four segments; with less, it is
+	// PolicyReinsert.
+	PolicyProbation Policy = iota
+	// PolicyReinsert, one log, writes the records of the oldest segment that were read since they were
 	// written (Get, GetRange, ReadAt, GetMany: a hit that returned bytes; not Stat) again at
 	// the head before the segment is evicted, within Options.ReinsertShare of the writes, with
 	// their version, expiry, flags and attributes; the others go with the segment.
-	PolicyReinsert Policy = iota
+	PolicyReinsert
 	// PolicyFIFO evicts the oldest segment whole, reading nothing.
 	PolicyFIFO
 )
@@ -35,6 +42,8 @@ func (p Policy) String() string {
 		return "reinsert"
 	case PolicyFIFO:
 		return "fifo"
+	case PolicyProbation:
+		return "probation"
 	}
 	return "Policy(?)"
 }

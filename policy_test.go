@@ -41,7 +41,7 @@ func churn(t *testing.T, c *Cache, prefix string, n, size int, between func()) {
 // reinserted stay within the share.
 func TestReinsertKeepsHotKey(t *testing.T) {
 	const seg = 2 << 20
-	c := open(t, t.TempDir(), small(WithMaxSize(4*seg))...)
+	c := open(t, t.TempDir(), small(WithMaxSize(4*seg), WithPolicy(PolicyReinsert))...)
 	defer c.Close()
 	hot, cold := value("hot", 0, 10<<10), value("cold", 0, 10<<10)
 	if err := c.Put([]byte("hot"), hot); err != nil {
@@ -73,7 +73,7 @@ func TestReinsertKeepsHotKey(t *testing.T) {
 // (plus the one segment of credit it may save up), and drops the rest.
 func TestReinsertShare(t *testing.T) {
 	const seg = 2 << 20
-	c := open(t, t.TempDir(), small(WithMaxSize(4*seg), WithReinsertShare(0.2))...)
+	c := open(t, t.TempDir(), small(WithMaxSize(4*seg), WithPolicy(PolicyReinsert), WithReinsertShare(0.2))...)
 	defer c.Close()
 	var keys []string
 	readAll := func() {
@@ -115,7 +115,7 @@ func TestReinsertKeepsMetadata(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	opts := small(WithMaxSize(4*seg), WithChecksum(true), WithClock(func() time.Time { return time.Unix(0, clock.Load()) }))
+	opts := small(WithMaxSize(4*seg), WithPolicy(PolicyReinsert), WithChecksum(true), WithClock(func() time.Time { return time.Unix(0, clock.Load()) }))
 	c := open(t, dir, opts...)
 	val := value("meta", 0, 20<<10)
 	v, err := c.PutWith([]byte("meta"), val, PutOptions{Expires: now.Add(time.Hour), Flags: 0xfeed, Attrs: "text/plain"})
@@ -165,7 +165,7 @@ func TestReinsertKeepsMetadata(t *testing.T) {
 // a Put or Delete of the same key lands between the read of the record and its append: the
 // copy must not be taken, and the newer write stays.
 func TestReinsertLosesToNewerWrite(t *testing.T) {
-	c := open(t, t.TempDir(), small(WithMaxSize(8<<20))...)
+	c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyReinsert))...)
 	defer c.Close()
 	for i, newer := range []func(k string) error{
 		func(k string) error { return c.Put([]byte(k), value(k, 2, 5000)) },                        // in the write buffer
@@ -190,7 +190,7 @@ func TestReinsertLosesToNewerWrite(t *testing.T) {
 		c.w.mu.Lock()
 		c.w.reinsertCredit = 1 << 30
 		c.w.mu.Unlock()
-		if res := c.w.reinsert(h, hdr, []byte(k), old, nil, loc); res != reinsertGone {
+		if res := c.w.reinsert(h, hdr, []byte(k), old, nil, loc, 0); res != reinsertGone {
 			t.Fatalf("case %d: reinsert after a newer write = %d, want refused", i, res)
 		}
 		c.Drain()
@@ -205,9 +205,16 @@ func TestReinsertLosesToNewerWrite(t *testing.T) {
 // TestReinsertRacesWrites runs reinsertion against concurrent Puts and Deletes of the hot keys
 // it copies: a Get never returns a value older than the last write that returned before it
 // started, nor torn bytes, and after the writers stop every key reads as its last write.
+// Under PolicyProbation (four segments run two regions) the copies are promotions too.
 func TestReinsertRacesWrites(t *testing.T) {
+	for _, p := range []Policy{PolicyReinsert, PolicyProbation} {
+		t.Run(p.String(), func(t *testing.T) { testReinsertRacesWrites(t, p) })
+	}
+}
+
+func testReinsertRacesWrites(t *testing.T, p Policy) {
 	const seg = 2 << 20
-	c := open(t, t.TempDir(), small(WithMaxSize(4*seg))...)
+	c := open(t, t.TempDir(), small(WithMaxSize(4*seg), WithPolicy(p))...)
 	defer c.Close()
 	const keys = 8
 	var last [keys]atomic.Int64 // the version of the last completed write; -1: deleted

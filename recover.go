@@ -144,7 +144,7 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	if fi, err := f.Stat(); err == nil {
 		s.disk.Store(vfs.AllocatedBytes(fi))
 	}
-	c.diskBytes.Add(s.disk.Load())
+	c.addDisk(s, s.disk.Load())
 	return s, rec.Entries, nil
 }
 

@@ -143,7 +143,7 @@ func (s *scenario) run(t *testing.T, td *datadriven.TestData) string {
 	case "cut":
 		w := s.cache(t, td).w
 		w.mu.Lock()
-		err := w.cut()
+		err := w.cutAll()
 		seq := w.nextSeq
 		w.mu.Unlock()
 		w.waitCommitted(seq)
@@ -606,8 +606,8 @@ func (s *scenario) fault(t *testing.T, td *datadriven.TestData) string {
 				w := s.cache(t, td).w
 				w.mu.Lock()
 				base := int64(segment.HeaderSize) // the next batch starts a new segment
-				if w.active != nil && w.active != w.poisoned {
-					base = w.active.active.End()
+				if a := w.active[mainRegion]; a != nil && a != w.poisoned[mainRegion] {
+					base = a.active.End()
 				}
 				w.mu.Unlock()
 				f.Off = base + n

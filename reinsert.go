@@ -45,8 +45,8 @@ type reinserter struct {
 	sync chan chan struct{}
 	stop chan struct{}
 	done chan struct{}
-	last uint32 // the newest segment scanned; owned by run
-	buf  []byte // the record being copied, during a scan (dropped after it); owned by run
+	last [numRegions]uint32 // the newest segment scanned, by region; owned by run
+	buf  []byte             // the record being copied, during a scan (dropped after it); owned by run
 }
 
 func newReinserter(c *Cache) *reinserter {
@@ -106,22 +106,38 @@ func (r *reinserter) stopping() bool {
 	}
 }
 
-// scanOldest scans the oldest segment if it is sealed, not scanned yet, and due for eviction
-// within about a segment's worth of writes.
+// scanOldest scans the oldest segment of each region if it is sealed, not scanned yet, and the
+// disk is within about a segment's worth of writes of MaxSize. In the probation region, the
+// records copied are promotions into main.
 func (r *reinserter) scanOldest() {
 	c := r.c
 	if c.diskBytes.Load() <= c.opts.MaxSize-2*c.opts.SegmentSize {
 		return
 	}
-	s := c.segs.table.Load().oldest()
-	if s == nil || s.id <= r.last || !s.sealed.Load() || !s.tryRef() {
+	var oldest [numRegions]*segHandle
+	for _, s := range c.segs.table.Load().list {
+		if s != nil && oldest[s.region] == nil {
+			oldest[s.region] = s
+		}
+	}
+	for _, s := range oldest {
+		if s != nil {
+			r.scan(s)
+		}
+	}
+}
+
+// scan writes the records of s that were hit again, unless s was scanned already.
+func (r *reinserter) scan(s *segHandle) {
+	c := r.c
+	if s.id <= r.last[s.region] || !s.sealed.Load() || !s.tryRef() {
 		return
 	}
 	defer s.unref()
 	if c.segs.table.Load().get(s.id) != s {
 		return // evicted meanwhile
 	}
-	r.last = s.id
+	r.last[s.region] = s.id
 	defer func() { r.buf = nil }() // an idle cache holds no copy buffer (up to half a write buffer)
 	fi, err := s.f.Stat()
 	if err != nil {
@@ -136,19 +152,26 @@ func (r *reinserter) scanOldest() {
 			continue
 		}
 		loc := index.Loc{Segment: s.id, Offset: e.Offset, Length: e.Length}
-		if !c.idx.Accessed(e.Hash, loc) {
+		hits := c.idx.Hits(e.Hash, loc)
+		if hits == 0 {
 			continue
 		}
 		if r.stopping() || c.segs.table.Load().get(s.id) != s {
 			return // closing, or evicted: too late for the rest
 		}
-		r.copyRecord(s, e.Hash, loc)
+		// A copy in main keeps its count less one, as a 2-bit CLOCK does; one promoted from
+		// probation starts at 0, as in S3-FIFO.
+		keep := hits - 1
+		if s.region == probationRegion {
+			keep = 0
+		}
+		r.copyRecord(s, e.Hash, loc, uint8(keep))
 	}
 }
 
 // copyRecord reads the record at loc in s (hash h) and appends it again, if it is whole, fresh,
 // within the budget and still the key's newest record.
-func (r *reinserter) copyRecord(s *segHandle, h uint64, loc index.Loc) {
+func (r *reinserter) copyRecord(s *segHandle, h uint64, loc index.Loc, hits uint8) {
 	c := r.c
 	n := int64(loc.Length)
 	if n > c.opts.WriteBufferSize/2 {
@@ -181,10 +204,13 @@ func (r *reinserter) copyRecord(s *segHandle, h uint64, loc index.Loc) {
 	if c.vers.fateOf(hdr.Version, hdr.CTime, hdr.Expires, &now) != fresh {
 		return
 	}
-	switch c.w.reinsert(h, hdr, key, b[hdr.ValueOffset():hdr.AttrOffset()], b[hdr.AttrOffset():], loc) {
+	switch c.w.reinsert(h, hdr, key, b[hdr.ValueOffset():hdr.AttrOffset()], b[hdr.AttrOffset():], loc, hits) {
 	case reinsertDone:
 		c.bloomAdd(h)
 		c.stats.reinserted.Add(1)
+		if s.region == probationRegion {
+			c.stats.promoted.Add(1)
+		}
 		c.stats.reinsertedBytes.Add(uint64(n))
 	case reinsertOver:
 		c.stats.reinsertDropped.Add(1)
@@ -201,7 +227,7 @@ const (
 
 // reinsert appends a copy of the record of key (hash h) at loc, with header hdr, value and
 // attrs, if the key's newest record is still the one at loc and the budget allows.
-func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte, loc index.Loc) reinsertResult {
+func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte, loc index.Loc, hits uint8) reinsertResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.broken != nil {
@@ -215,9 +241,11 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 	if w.reinsertCredit < n || w.c.budget != nil && !w.c.budget.take(n, false) {
 		return reinsertOver
 	}
+	// A copy goes to main, newer than the segment it is copied from (region.go, rule 2).
+	w.mainFloor = max(w.mainFloor, loc.Segment+1)
 	// appendLocked checks o again right before the record goes in, after any wait for a
 	// batch or for room (which release mu).
-	if err := w.appendLocked(h, hdr, key, value, true, &writeMeta{attrs: attrs, obs: o}); err != nil {
+	if err := w.appendLocked(h, hdr, key, value, true, &writeMeta{attrs: attrs, obs: o, toMain: true, hits: hits}); err != nil {
 		return reinsertGone
 	}
 	w.reinsertCredit -= n

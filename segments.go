@@ -19,7 +19,12 @@ import (
 // as soon as its last reader is done.
 type segHandle struct {
 	id uint32
-	f  vfs.File
+	// region is the log the segment belongs to (region.go); mainRegion for every segment
+	// unless PolicyProbation, and for every segment recovered on open.
+	region region
+	// open says new records are still placed in it: it is its region's active segment.
+	open atomic.Bool
+	f    vfs.File
 	// rd is what reads go through unless a hit picks its route (see Cache.hitFile): f, or with
 	// DirectIOReads direct. direct is an O_DIRECT reader of the same file, closed with f; nil
 	// with BufferedReads.

@@ -73,7 +73,7 @@ func (c *Cache) sealSegment(s *segHandle, footer []segment.Entry, dataEnd int64)
 	}
 	c.segs.mu.Lock()
 	if c.segs.table.Load().get(s.id) == s {
-		c.diskBytes.Add(size - s.disk.Swap(size))
+		c.addDisk(s, size-s.disk.Swap(size))
 	}
 	c.segs.mu.Unlock()
 	return nil
@@ -97,7 +97,7 @@ func (c *Cache) evictOldestSealed() (bool, error) {
 		if evicted, err := c.evictOldest(); evicted || err != nil {
 			return evicted, err
 		}
-		s := c.segs.table.Load().oldest()
+		s := c.victim()
 		if s == nil || !s.sealing.Load() {
 			return false, nil // nothing sealed, nor being sealed
 		}
@@ -108,11 +108,13 @@ func (c *Cache) evictOldestSealed() (bool, error) {
 
 // evictOldest evicts the oldest segment if it is sealed. Segments go strictly oldest first: a
 // newer one may hold the tombstone or the newer record that hides a record of an older one, and
-// must not be gone while the older one is still there, on disk or after a crash.
+// must not be gone while the older one is still there, on disk or after a crash. With
+// PolicyProbation the oldest segment of a region goes, as Cache.victim chooses (region.go says
+// why that is safe).
 func (c *Cache) evictOldest() (bool, error) {
 	c.segs.mu.Lock()
 	defer c.segs.mu.Unlock()
-	s := c.segs.table.Load().oldest()
+	s := c.victim()
 	if s == nil || !s.sealed.Load() {
 		return false, nil
 	}
@@ -149,12 +151,18 @@ func (c *Cache) evictSegment(s *segHandle) error {
 			return true
 		})
 	}
+	g := c.ghost.Load()
 	for _, h := range hashes {
-		c.idx.DeleteIf(h, s.id)
+		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && s.region == probationRegion {
+			g.Add(h) // dropped from probation: a Put of it soon goes straight to main
+		}
+	}
+	if s.region == probationRegion {
+		c.resizeGhost()
 	}
 	c.segs.remove(s)
 	disk := s.disk.Load()
-	c.diskBytes.Add(-disk)
+	c.addDisk(s, -disk)
 	c.stats.evictions.Add(1)
 	c.stats.evictedBytes.Add(uint64(disk))
 	s.unref()
@@ -280,7 +288,7 @@ func (c *Cache) punch(s *segHandle, punches []freedRange) {
 		c.segs.mu.Lock()
 		if live() {
 			s.disk.Add(-p.n)
-			c.diskBytes.Add(-p.n)
+			c.addDisk(s, -p.n)
 		}
 		c.segs.mu.Unlock()
 		c.stats.punchedBytes.Add(uint64(p.n))

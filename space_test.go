@@ -9,7 +9,7 @@ import (
 func TestEvictionFIFO(t *testing.T) {
 	const seg = 2 << 20
 	dir := t.TempDir()
-	opts := small(WithMaxSize(4 * seg))
+	opts := small(WithMaxSize(4*seg), WithPolicy(PolicyFIFO)) // two regions (the default policy) evict out of order
 	c := open(t, dir, opts...)
 	const n = 1200 // ~12 MiB of 10 KiB blobs: three times MaxSize
 	for i := range n {

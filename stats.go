@@ -42,13 +42,21 @@ type Stats struct {
 	PreconditionFailed  uint64 // conditional writes refused (ErrExists, ErrNotFound)
 	Declined            uint64 // Puts not written, by Options.Admission or Options.WriteBudget (each returned nil)
 
-	// Reinsertion (PolicyReinsert): records of the oldest segment hit since they were written,
-	// written again before it was evicted, and their bytes; and those that were not, because
-	// the budget (ReinsertShare, WriteBudget) was spent or they are larger than half a write
-	// buffer.
+	// Reinsertion (PolicyReinsert, and PolicyProbation's main region): records of the oldest
+	// segment hit since they were written, written again before it was evicted, and their
+	// bytes; and those that were not, because the budget (ReinsertShare, WriteBudget) was spent
+	// or they are larger than half a write buffer. Promotions are counted here too.
 	Reinserted      uint64
 	ReinsertedBytes uint64
 	ReinsertDropped uint64
+
+	// PolicyProbation with two regions (region.go): records hit in probation and copied into
+	// main when their segment went (also counted in Reinserted); Puts sent straight to main
+	// because the ghost set remembered their key; and the disk space of the probation region
+	// (included in DiskBytes).
+	Promoted       uint64
+	GhostAdmits    uint64
+	ProbationBytes int64
 
 	// The routes of hits of 256 KiB or more read from segment files, when each picks its own
 	// (see Options.BufferedReads): from the page cache, which held the bytes whole; through it,
@@ -105,6 +113,7 @@ type counters struct {
 	declined                              atomic.Uint64
 	reinserted, reinsertedBytes           atomic.Uint64
 	reinsertDropped                       atomic.Uint64
+	promoted, ghostAdmits                 atomic.Uint64
 	readsPageCache, readsFilled           atomic.Uint64
 	readsDirect                           atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
@@ -136,6 +145,9 @@ func (c *Cache) Stats() Stats {
 		Reinserted:         c.stats.reinserted.Load(),
 		ReinsertedBytes:    c.stats.reinsertedBytes.Load(),
 		ReinsertDropped:    c.stats.reinsertDropped.Load(),
+		Promoted:           c.stats.promoted.Load(),
+		GhostAdmits:        c.stats.ghostAdmits.Load(),
+		ProbationBytes:     c.regionBytes(probationRegion),
 		ReadsPageCache:     c.stats.readsPageCache.Load(),
 		ReadsFilled:        c.stats.readsFilled.Load(),
 		ReadsDirect:        c.stats.readsDirect.Load(),

@@ -425,6 +425,8 @@ func (w *chunkWriter) flush() {
 func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta) (*stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var r region
+	var ghost bool
 	for {
 		if w.closed {
 			return nil, ErrClosed
@@ -434,17 +436,18 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		}
 		w.writeForgotten()
 		w.writeStale()
-		// An older record of the key in the open batch is cut first, so it is placed before
+		// An older record of the key in an open batch is cut first, so it is placed before
 		// the stream (the stream is then ordered, below).
-		if w.open != nil {
-			if _, ok := w.open.Lookup(h, key, false); ok {
-				if err := w.cut(); err != nil {
+		r, ghost = w.regionFor(h, key, m)
+		if b := w.open[r]; b != nil {
+			if _, ok := b.Lookup(h, key, false); ok {
+				if err := w.cut(r); err != nil {
 					return nil, err
 				}
 				continue
 			}
 		}
-		ready, err := w.makeRoom(length, 1)
+		ready, err := w.makeRoom(r, length, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -473,15 +476,16 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		}
 	}
 	w.supersede(h, key)
-	if !w.fits(length, 1) {
-		if err := w.rotate(); err != nil {
+	if !w.fits(r, length, 1) {
+		if err := w.rotate(r); err != nil {
 			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
 		}
 	}
 	// The range is placed now, pads written or not: if they fail, it is a gap (its footer
 	// entry, counted, stays unused).
-	base, _ := w.active.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
-	s := &stream{key: bytes.Clone(key), seg: w.active, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
+	a := w.active[r]
+	base, _ := a.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
+	s := &stream{key: bytes.Clone(key), seg: a, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later
 	// batch's sync (with Fsync) makes them durable too. The record's header goes exactly where
@@ -500,8 +504,11 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 	if err := s.seg.active.Write([][]byte{pad}, s.base); err != nil {
 		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
 		// what finds the records placed after it.
-		w.poisoned = s.seg
+		w.poison(s.seg)
 		return nil, fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	if ghost {
+		w.c.stats.ghostAdmits.Add(1)
 	}
 	s.seg.streams++
 	w.streams = append(w.streams, s)
@@ -541,8 +548,8 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 	seg := s.seg
 	seg.streams--
 	if fillErr != nil && errors.Is(fillErr, ErrWriteFailed) {
-		if w.active == seg {
-			w.poisoned = seg
+		if w.active[seg.region] == seg {
+			w.poison(seg)
 		}
 		w.lastErr = fillErr
 		w.c.stats.flushErrors.Add(1)

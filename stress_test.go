@@ -297,6 +297,9 @@ func TestDiskBound(t *testing.T) {
 		{"6-segments", 6, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 		{"2-segments-batched", 2, mixedLoad{sizes: batchedSize, drains: 1}, nil},
 		{"4-segments-direct", 4, mixedLoad{sizes: mixedSize, drains: 10}, []Option{WithBufferedWrites(false)}},
+		// Two regions (PolicyProbation, the default, from four segments up, as in the 4- and
+		// 6-segment cases): two active segments, evicted out of id order.
+		{"8-segments", 8, mixedLoad{sizes: mixedSize, drains: 10}, nil},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			opts := append(stressOptions(v.segments), v.opts...)

@@ -67,6 +67,7 @@ type tortureConfig struct {
 	Verify       bool
 	SkipList     bool
 	Evict        bool          // run with a MaxSize the data outgrows
+	Probation    bool          // with Evict: four small segments, so two regions run (region.go)
 	Hog          int           // goroutines of CPU hog beside the writers (startCPUHog)
 	Stall        time.Duration // the writer's watchdogs fire after this long without progress
 }
@@ -100,9 +101,12 @@ func (tc tortureConfig) options(writer bool) []Option {
 		opts = append(opts, WithIndex(IndexSkipList))
 	}
 	if tc.Evict && writer {
-		if tc.PerBlob {
+		switch {
+		case tc.PerBlob:
 			opts = append(opts, WithMaxSize(2<<20))
-		} else {
+		case tc.Probation:
+			opts = append(opts, WithSegmentSize(probationTestSegment), WithMaxSize(4*probationTestSegment))
+		default:
 			opts = append(opts, WithMaxSize(8<<20))
 		}
 	}
@@ -378,6 +382,7 @@ func runTorture(t *testing.T, perBlob bool) {
 			Verify:       rng.IntN(2) == 0,
 			SkipList:     rng.IntN(4) == 0,
 			Evict:        cycle%3 == 2,
+			Probation:    cycle%6 == 5,
 			Stall:        *watchdogStall,
 		}
 		if rng.IntN(4) == 0 {

@@ -85,16 +85,18 @@ type writer struct {
 	mu   sync.Mutex
 	cond *sync.Cond // broadcast when a batch is recycled, a seal ends or the writer closes
 	// Fields below are guarded by mu.
-	open      *batch.Batch
-	openSince time.Time
+	// open is each region's open batch (region.go; only mainRegion's without
+	// PolicyProbation), since openSince.
+	open      [numRegions]*batch.Batch
+	openSince [numRegions]time.Time
 	free      []*batch.Batch // write buffers not in use, released after idleRelease
 	allocated int
 	lastCut   time.Time // when the last batch was cut
 	closed    bool
-	failErr   error      // a flush error not yet reported to a caller
-	lastErr   error      // the last flush error
-	poisoned  *segHandle // a segment with a failed batch in it: seal it before anything else
-	broken    error      // set once, for good: every write is refused with it (breakLocked)
+	failErr   error                  // a flush error not yet reported to a caller
+	lastErr   error                  // the last flush error
+	poisoned  [numRegions]*segHandle // a segment with a failed batch in it: seal it before anything else
+	broken    error                  // set once, for good: every write is refused with it (breakLocked)
 	// roomWait is the segment makeRoom waits to see sealed, since when, and whether a timer
 	// will wake the waiters when its streams' grace ends.
 	roomWait struct {
@@ -109,7 +111,10 @@ type writer struct {
 	// saw, for tombstones (writeStale); at most maxStale.
 	stale   []staleKey
 	nextSeq uint64
-	active  *segHandle // segment that new batches are placed in
+	active  [numRegions]*segHandle // each region's segment that new batches are placed in
+	// mainFloor is the lowest id main's active segment may have for a record appended now:
+	// promotions and some tombstones must land in a segment newer than others (region.go).
+	mainFloor uint32
 	// reinsertCredit is the bytes reinsertion may still write, earned by Puts and Deletes at
 	// creditPerByte (see reinsert.go).
 	reinsertCredit int64
@@ -288,7 +293,14 @@ func (w *writer) writeForgotten() {
 			return
 		}
 		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
-		if err := w.appendLocked(h, hdr, key, nil, true, nil); err != nil {
+		var m *writeMeta
+		if w.c.probationOn() {
+			// The record the tombstone hides may be in either region: it goes to main, in a
+			// segment newer than every live one (region.go).
+			m = &writeMeta{toMain: true}
+			w.mainFloor = max(w.mainFloor, w.c.nextSegmentID.Load()+1)
+		}
+		if err := w.appendLocked(h, hdr, key, nil, true, m); err != nil {
 			return
 		}
 	}
@@ -300,9 +312,14 @@ func (w *writer) writeForgotten() {
 func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) error {
 	n := hdr.Len()
 	for {
-		b, err := w.openBatch()
+		r, _ := w.regionFor(h, key, m)
+		b, err := w.openBatch(r)
 		if err != nil {
 			return err
+		}
+		again, ghost := w.regionFor(h, key, m)
+		if again != r {
+			continue // openBatch waited, and the key's newest record moved meanwhile
 		}
 		if b.Fits(n) {
 			if err := w.stillObserved(h, key, m); err != nil {
@@ -314,21 +331,27 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				w.supersede(h, key)
 			}
 			b.Append(h, hdr, key, value, attrsOf(m), copyValue)
+			if m != nil && m.hits > 0 {
+				b.SetLastHits(m.hits)
+			}
+			if ghost {
+				w.c.stats.ghostAdmits.Add(1)
+			}
 			if !b.Fits(record.HeaderSize + 64) {
-				return w.cut()
+				return w.cut(r)
 			}
 			return nil
 		}
-		if err := w.cut(); err != nil {
+		if err := w.cut(r); err != nil {
 			return err
 		}
 	}
 }
 
-// openBatch returns the open batch, taking a free one (or waiting for one) if there is none.
-// The caller holds mu.
-func (w *writer) openBatch() (*batch.Batch, error) {
-	for w.open == nil {
+// openBatch returns region r's open batch, taking a free one (or waiting for one) if there is
+// none. The caller holds mu.
+func (w *writer) openBatch(r region) (*batch.Batch, error) {
+	for w.open[r] == nil {
 		if w.closed {
 			return nil, ErrClosed
 		}
@@ -337,7 +360,7 @@ func (w *writer) openBatch() (*batch.Batch, error) {
 		case len(w.free) > 0:
 			b = w.free[len(w.free)-1]
 			w.free = w.free[:len(w.free)-1]
-		case w.allocated < w.c.opts.MaxInflightBatches+1:
+		case w.allocated < w.c.opts.MaxInflightBatches+w.regions():
 			b = batch.New(w.c.opts.WriteBufferSize, w.c.opts.directWrites())
 			w.allocated++
 		default:
@@ -345,27 +368,47 @@ func (w *writer) openBatch() (*batch.Batch, error) {
 			w.cond.Wait()
 			continue
 		}
-		w.open = b
-		w.openSince = time.Now()
+		b.Stream = int(r)
+		w.open[r] = b
+		w.openSince[r] = time.Now()
 		old := *w.live.Load()
 		nl := make([]*batch.Batch, 0, len(old)+1)
 		nl = append(append(nl, b), old...)
 		w.live.Store(&nl)
 	}
-	return w.open, nil
+	return w.open[r], nil
 }
 
-// cut seals the open batch, has the layout place it (in the active segment, rotating to a new
-// segment when it does not fit) and queues it for a flush worker. The caller holds mu; cut may
-// release it while it waits for room under MaxSize (layout.room), but never once it has taken
-// the batch, so batches are placed in the order they were cut.
-func (w *writer) cut() error {
+// regions is the number of regions writes go to: each may have a batch open.
+func (w *writer) regions() int {
+	if w.c.probationOn() {
+		return int(numRegions)
+	}
+	return 1
+}
+
+// cutAll cuts every region's open batch. The caller holds mu.
+func (w *writer) cutAll() error {
+	var first error
+	for r := range numRegions {
+		if err := w.cut(r); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// cut seals region r's open batch, has the layout place it (in the region's active segment,
+// rotating to a new segment when it does not fit) and queues it for a flush worker. The caller
+// holds mu; cut may release it while it waits for room under MaxSize (layout.room), but never
+// once it has taken the batch, so batches are placed in the order they were cut.
+func (w *writer) cut(r region) error {
 	for {
-		b := w.open
+		b := w.open[r]
 		if b == nil || b.Len() == 0 {
 			return nil
 		}
-		ready, err := w.c.layout.room(w, b.SealedSize(), b.Len())
+		ready, err := w.c.layout.room(w, r, b.SealedSize(), b.Len())
 		if err != nil {
 			return err
 		}
@@ -373,21 +416,37 @@ func (w *writer) cut() error {
 			break
 		}
 	}
-	b := w.open
-	w.open = nil
+	b := w.open[r]
+	w.open[r] = nil
 	w.lastCut = time.Now()
 	bufs, n := b.Seal()
-	job, err := w.c.layout.place(w, b, bufs, n)
+	job, err := w.c.layout.place(w, r, b, bufs, n)
 	w.nextSeq++
 	job.seq = w.nextSeq
 	w.toWrite.push(job)
 	return err
 }
 
-// fits reports whether n more bytes of records, with entries footer entries, go in the active
-// segment. The caller holds mu.
-func (w *writer) fits(n int64, entries int) bool {
-	return w.active != nil && w.active != w.poisoned && w.active.active.Fits(n, entries)
+// fits reports whether n more bytes of records, with entries footer entries, go in region r's
+// active segment. The caller holds mu.
+func (w *writer) fits(r region, n int64, entries int) bool {
+	a := w.active[r]
+	return a != nil && a != w.poisoned[r] && (r != mainRegion || a.id >= w.mainFloor) && a.active.Fits(n, entries)
+}
+
+// poison notes that seg has a failed write in it: it gets no more batches and is sealed at the
+// next cut or drain. The caller holds mu.
+func (w *writer) poison(seg *segHandle) { w.poisoned[seg.region] = seg }
+
+// poisonedActive reports whether an active segment has a failed write in it. The caller holds
+// mu.
+func (w *writer) poisonedActive() bool {
+	for r := range numRegions {
+		if w.poisoned[r] != nil && w.poisoned[r] == w.active[r] {
+			return true
+		}
+	}
+	return false
 }
 
 // makeRoom makes sure that, if placing n bytes of records with entries footer entries needs a
@@ -400,15 +459,27 @@ func (w *writer) fits(n int64, entries int) bool {
 //
 // An eviction whose removal is not durable breaks the writer (see breakLocked); the error is
 // returned.
-func (w *writer) makeRoom(n int64, entries int) (ready bool, err error) {
+func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error) {
 	c := w.c
-	if c.opts.MaxSize == 0 || w.fits(n, entries) {
+	if c.opts.MaxSize == 0 || w.fits(r, n, entries) {
 		return true, nil
 	}
 	limit := c.opts.MaxSize - c.opts.SegmentSize
-	var shrink int64 // what the active segment gives back when it is sealed
-	if w.active != nil {
-		shrink = w.active.disk.Load() - w.activeFinal()
+	var shrink int64 // what active segments give back, counted now
+	if c.probationOn() {
+		// The other region's active segment counts what it holds so far, not its unwritten
+		// tail, and fills on after this, by at most that tail; a sixteenth of a segment is
+		// kept for what sealed files take beyond their records (footers, blocks). r's active
+		// segment counts whole until its seal cuts the tail off (sealActive). So the files
+		// stay within MaxSize plus one segment.
+		for o, a := range w.active {
+			if region(o) != r && a != nil {
+				shrink += max(a.disk.Load()-w.activeFinal(region(o)), 0)
+			}
+		}
+		shrink = max(shrink-c.opts.SegmentSize/16, 0)
+	} else if a := w.active[r]; a != nil {
+		shrink = a.disk.Load() - w.activeFinal(r) // sealActive gives it back at once
 	}
 	for c.diskBytes.Load()-shrink > limit {
 		if w.broken != nil {
@@ -422,13 +493,19 @@ func (w *writer) makeRoom(n int64, entries int) (ready bool, err error) {
 		if evicted {
 			continue
 		}
-		oldest := c.segs.table.Load().oldest()
-		if oldest == nil || oldest == w.active {
+		next := c.victim()
+		if next == nil || next == w.active[r] && !c.probationOn() {
 			// Only the active segment is left: with MaxSize at least two segments (Validate)
 			// this cannot be over the limit.
 			return true, nil
 		}
-		w.waitForSeal(oldest)
+		if next.open.Load() {
+			// An active segment must go first (with two regions: the oldest of its region,
+			// or older than the oldest of the other; region.go): seal it, and the next write
+			// to its region starts a new one.
+			w.sealActive(next.region)
+		}
+		w.waitForSeal(next)
 		return false, nil
 	}
 	w.roomWait.seg = nil
@@ -471,9 +548,21 @@ func (w *writer) waitForSeal(oldest *segHandle) {
 	w.cond.Wait()
 }
 
-// activeFinal is the size the active segment will have once sealed. The caller holds mu.
-func (w *writer) activeFinal() int64 {
-	return w.active.active.SealedSize()
+// unfilled is the space the active segments are counted for and hold no record in yet: what
+// they give back when they are sealed. The caller holds mu.
+func (w *writer) unfilled() int64 {
+	var n int64
+	for r, a := range w.active {
+		if a != nil {
+			n += max(a.disk.Load()-w.activeFinal(region(r)), 0)
+		}
+	}
+	return n
+}
+
+// activeFinal is the size region r's active segment will have once sealed. The caller holds mu.
+func (w *writer) activeFinal(r region) int64 {
+	return w.active[r].active.SealedSize()
 }
 
 // breakLocked makes the writer refuse every further write with err, for good: after a segment
@@ -512,10 +601,10 @@ func (w *writer) brokenErr() error {
 	return w.broken
 }
 
-// rotate queues the seal of the active segment and creates the next one. makeRoom made room for
-// it under MaxSize. The caller holds mu.
-func (w *writer) rotate() error {
-	w.sealActive()
+// rotate queues the seal of region r's active segment and creates the next one. makeRoom made
+// room for it under MaxSize. The caller holds mu.
+func (w *writer) rotate(r region) error {
+	w.sealActive(r)
 	c := w.c
 	id := c.nextSegmentID.Add(1)
 	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
@@ -537,7 +626,7 @@ func (w *writer) rotate() error {
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
 		return err
 	}
-	s := &segHandle{id: id, f: a.File(), active: a}
+	s := &segHandle{id: id, region: r, f: a.File(), active: a}
 	if err := c.openReads(s); err != nil {
 		_ = a.Close()
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
@@ -545,42 +634,53 @@ func (w *writer) rotate() error {
 	}
 	s.refs.Store(1)
 	s.disk.Store(c.opts.SegmentSize)
-	c.diskBytes.Add(c.opts.SegmentSize)
-	if invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > c.opts.MaxSize {
-		panic(fmt.Sprintf("blobcache: %d bytes on disk after a rotation, MaxSize %d", c.diskBytes.Load(), c.opts.MaxSize))
+	s.open.Store(true)
+	c.addDisk(s, c.opts.SegmentSize)
+	if bound := c.opts.MaxSize + c.opts.SegmentSize*int64(w.regions()-1); invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > bound {
+		// One region: the new segment fits under MaxSize. Two: the other region's active
+		// segment may have its tail beyond it (makeRoom).
+		panic(fmt.Sprintf("blobcache: %d bytes on disk after a rotation, over %d (MaxSize %d, %d regions)", c.diskBytes.Load(), bound, c.opts.MaxSize, w.regions()))
 	}
 	c.segs.mu.Lock()
 	c.segs.add(s)
 	c.segs.mu.Unlock()
-	w.active = s
+	w.active[r] = s
 	if c.rs != nil {
 		c.rs.poke() // the oldest segment may be the next to go
 	}
 	return nil
 }
 
-// sealActive queues the seal of the active segment, after the batches placed in it. The caller
-// holds mu.
-func (w *writer) sealActive() {
-	if w.active != nil {
-		// Count the segment at the size it will have once sealed (its preallocated tail is
-		// cut off then), so that the eviction that makes room for the next segment keeps the
-		// disk under MaxSize plus one segment even while the seal is still running.
-		final := w.activeFinal()
-		w.c.diskBytes.Add(final - w.active.disk.Swap(final))
-		if w.active.streams > 0 {
-			// A streamed record is still being written: its last stream queues the seal.
-			w.active.sealDeferred = true
-			w.active.sealBase = w.active.active.End()
-		} else {
-			w.nextSeq++
-			w.toWrite.push(&flushJob{seq: w.nextSeq, seg: w.active, seal: true, base: w.active.active.End()})
-		}
-		if w.poisoned == w.active {
-			w.poisoned = nil
-		}
-		w.active = nil
+// sealActive queues the seal of region r's active segment, after the batches placed in it. The
+// caller holds mu.
+func (w *writer) sealActive(r region) {
+	a := w.active[r]
+	if a == nil {
+		return
 	}
+	// With one region, count the segment at the size it will have once sealed (its
+	// preallocated tail is cut off then), so that the eviction that makes room for the next
+	// segment keeps the disk under MaxSize plus one segment even while the seal is still
+	// running. With two, makeRoom already leaves the other region's active segment its
+	// unfilled tail (unfilled), and the files stay under that bound only if a segment being
+	// sealed counts whole until its seal cuts the tail off (sealSegment).
+	if !w.c.probationOn() {
+		final := w.activeFinal(r)
+		w.c.addDisk(a, final-a.disk.Swap(final))
+	}
+	if a.streams > 0 {
+		// A streamed record is still being written: its last stream queues the seal.
+		a.sealDeferred = true
+		a.sealBase = a.active.End()
+	} else {
+		w.nextSeq++
+		w.toWrite.push(&flushJob{seq: w.nextSeq, seg: a, seal: true, base: a.active.End()})
+	}
+	if w.poisoned[r] == a {
+		w.poisoned[r] = nil
+	}
+	a.open.Store(false)
+	w.active[r] = nil
 }
 
 // drain cuts the open batch and waits until everything cut so far is committed. It returns an
@@ -590,20 +690,21 @@ func (w *writer) drain(consume bool) error {
 	for round := 0; ; round++ {
 		w.mu.Lock()
 		w.writeForgotten()
-		if err := w.cut(); err != nil && w.failErr == nil {
+		if err := w.cutAll(); err != nil && w.failErr == nil {
 			w.failErr = err
 		}
-		poisoned := w.poisoned != nil && w.poisoned == w.active
-		if poisoned {
-			// A failed batch left a gap: seal the segment so that what was written after
-			// the gap is reachable through its footer before Drain returns.
-			w.sealActive()
+		for r := range numRegions {
+			if w.poisoned[r] != nil && w.poisoned[r] == w.active[r] {
+				// A failed batch left a gap: seal the segment so that what was written
+				// after the gap is reachable through its footer before Drain returns.
+				w.sealActive(r)
+			}
 		}
 		target := w.nextSeq
 		w.mu.Unlock()
 		w.waitCommitted(target)
 		w.mu.Lock()
-		again := w.poisoned != nil && w.poisoned == w.active || len(w.forgotten) > 0 && w.failErr == nil
+		again := w.poisonedActive() || len(w.forgotten) > 0 && w.failErr == nil
 		w.mu.Unlock()
 		if !again || round == 8 {
 			break
@@ -750,7 +851,7 @@ func (w *writer) commit(j *flushJob) {
 		// gets no more batches and is sealed at the next cut or drain, and whatever was placed
 		// behind the gap before this commit is lost too (above).
 		if j.seg != nil {
-			w.poisoned = j.seg
+			w.poison(j.seg)
 			if j.seg.gapAt == 0 || j.offset() < j.seg.gapAt {
 				j.seg.gapAt = j.offset()
 			}
@@ -833,7 +934,7 @@ const idleRelease = 10
 // intervals and nothing is in flight, so an idle cache holds its index and filter and little
 // else; the next write allocates a buffer again. The caller holds mu.
 func (w *writer) releaseIdle() {
-	if len(w.free) == 0 || w.open != nil || len(*w.live.Load()) > 0 ||
+	if len(w.free) == 0 || w.open != [numRegions]*batch.Batch{} || len(*w.live.Load()) > 0 ||
 		time.Since(w.lastCut) < idleRelease*w.c.opts.FlushInterval {
 		return
 	}
@@ -864,10 +965,7 @@ func (w *writer) bufferBytes() int64 {
 func (w *writer) dataBytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := w.c.diskBytes.Load()
-	if w.active != nil {
-		n -= max(w.active.disk.Load()-w.activeFinal(), 0)
-	}
+	n := w.c.diskBytes.Load() - w.unfilled()
 	return n
 }
 
@@ -918,9 +1016,11 @@ func (w *writer) ticker() {
 			w.mu.Lock()
 			w.writeStale()
 			w.releaseIdle()
-			if w.open != nil && w.open.Len() > 0 && time.Since(w.openSince) >= w.c.opts.FlushInterval {
-				if err := w.cut(); err != nil && w.failErr == nil {
-					w.failErr = err
+			for r, b := range w.open {
+				if b != nil && b.Len() > 0 && time.Since(w.openSince[r]) >= w.c.opts.FlushInterval {
+					if err := w.cut(region(r)); err != nil && w.failErr == nil {
+						w.failErr = err
+					}
 				}
 			}
 			w.mu.Unlock()
@@ -947,9 +1047,11 @@ func (w *writer) close() {
 		return
 	}
 	w.writeForgotten()
-	_ = w.cut()
+	_ = w.cutAll()
 	w.closed = true
-	w.sealActive()
+	for r := range numRegions {
+		w.sealActive(r)
+	}
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	// Streams in progress stop at their next chunk; the last of a segment queues its seal.

@@ -38,6 +38,7 @@ type Config struct {
 //
 //	fifo                 blobcache.PolicyFIFO
 //	reinsert[=share]     blobcache.PolicyReinsert, with ReinsertShare (default the library's)
+//	probation[=share]    blobcache.PolicyProbation, with ReinsertShare
 //	second[=n]           blobcache.AdmitOnSecondPut(n); n defaults to maxSize/meanSize
 //	all                  blobcache.AdmitAll
 //
@@ -52,8 +53,12 @@ func ParsePolicy(spec string, maxSize, meanSize int64) ([]blobcache.Option, erro
 		switch name {
 		case "fifo":
 			opts = append(opts, blobcache.WithPolicy(blobcache.PolicyFIFO))
-		case "reinsert":
-			opts = append(opts, blobcache.WithPolicy(blobcache.PolicyReinsert))
+		case "reinsert", "probation":
+			p := blobcache.PolicyReinsert
+			if name == "probation" {
+				p = blobcache.PolicyProbation
+			}
+			opts = append(opts, blobcache.WithPolicy(p))
 			if hasArg {
 				share, err := strconv.ParseFloat(arg, 64)
 				if err != nil {
@@ -124,7 +129,16 @@ type Result struct {
 	Evictions    uint64  `json:"evictions"`     // segments evicted
 	Segments     int     `json:"segments"`      // live segments at the end
 	Seconds      float64 `json:"seconds"`
+
+	// What the cache held (blobcache.Stats.DataBytes) as a share of MaxSize, sampled every
+	// heldEvery requests once the first segment was evicted: its mean, least and most.
+	HeldMean float64 `json:"held_mean"`
+	HeldMin  float64 `json:"held_min"`
+	HeldMax  float64 `json:"held_max"`
 }
+
+// heldEvery is how many requests apart Run samples what the cache holds.
+const heldEvery = 1024
 
 // MissRatio is the fraction of requests that missed.
 func (r Result) MissRatio() float64 { return ratio(float64(r.Misses), float64(r.Requests)) }
@@ -189,6 +203,8 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	// keep it until its batch is flushed.
 	value := make([]byte, largest)
 	var key [KeyLen]byte
+	var heldSum float64
+	var heldN int
 	start := time.Now()
 	for _, r := range reqs {
 		if r.Size == 0 {
@@ -196,6 +212,17 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 			continue
 		}
 		res.Requests++
+		if res.Requests%heldEvery == 0 {
+			if s := c.Stats(); s.Evictions > 0 {
+				h := float64(s.DataBytes) / float64(cfg.MaxSize)
+				if heldN == 0 || h < res.HeldMin {
+					res.HeldMin = h
+				}
+				res.HeldMax = max(res.HeldMax, h)
+				heldSum += h
+				heldN++
+			}
+		}
 		res.RequestBytes += int64(r.Size)
 		binary.BigEndian.PutUint64(key[:], r.ID)
 		if rd, ok := c.GetRange(key[:], 0, 1); ok {
@@ -216,6 +243,9 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	}
 	c.Drain()
 	res.Seconds = time.Since(start).Seconds()
+	if heldN > 0 {
+		res.HeldMean = heldSum / float64(heldN)
+	}
 	s := c.Stats()
 	res.FlushedBytes, res.Evictions, res.Segments = s.FlushedBytes, s.Evictions, s.Segments
 	res.Declined, res.Reinserted, res.ReinsertDrop = s.Declined, s.Reinserted, s.ReinsertDropped

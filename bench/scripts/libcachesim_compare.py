@@ -93,7 +93,7 @@ def main():
     p.add_argument("--traces", default="zipf0.8-4k,zipf1.0-4k,zipf0.8-logn,zipf1.0-logn,cloudPhysicsIO")
     p.add_argument("--fractions", help="cache sizes, fractions of unique bytes (default 0.01,0.1; --quick: 0.1,"
                    " since 1%% of its traces is below BlobCache's least cache, two segments of 1.07 MiB)")
-    p.add_argument("--segments", type=int, default=16, help="BlobCache segments per cache (-segments)")
+    p.add_argument("--segments", type=int, default=32, help="BlobCache segments per cache (-segments; 32: what the library derives from MaxSize)")
     p.add_argument("--seed", default="1")
     p.add_argument("--quick", action="store_true", help="a tenth of the synthetic traces")
     p.add_argument("--keep", action="store_true", help="keep the generated traces (their directory is printed)")
@@ -163,16 +163,19 @@ def run(work):
         bcs = " | ".join(f"{r['miss_ratio']:.4f}" for r in runs)
         print(f"| {label} | {frac:g} ({human(size)}) | {cells} | {bcs} |")
     print()
-    print("BlobCache's bytes written per byte requested (reinsertions and tombstones included), and its "
-          "byte miss ratio:")
+    print("BlobCache's bytes written per byte requested (reinsertions and tombstones included), its "
+          "byte miss ratio, and what it held once full (Stats.DataBytes / MaxSize, mean of samples every "
+          "1,024 requests after the first eviction):")
     print()
-    print("| trace | cache | " + " | ".join(f"{p} written" for p in pols) + " | " +
-          " | ".join(f"{p} byte miss" for p in pols) + " |")
-    print("|---|---|" + "--:|" * (2 * len(pols)))
+    print("| trace | cache | segments | " + " | ".join(f"{p} written" for p in pols) + " | " +
+          " | ".join(f"{p} byte miss" for p in pols) + " | " + " | ".join(f"{p} held" for p in pols) + " |")
+    print("|---|---|--:|" + "--:|" * (3 * len(pols)))
     for label, frac, size, miss, runs in rows:
         w = " | ".join(f"{r['write_amp']:.3f}" for r in runs)
         b = " | ".join(f"{r['byte_miss_ratio']:.4f}" for r in runs)
-        print(f"| {label} | {frac:g} ({human(size)}) | {w} | {b} |")
+        h = " | ".join(f"{r.get('held_mean', 0):.3f}" for r in runs)
+        segs = f"{size // runs[0]['segment_size']} x {human(runs[0]['segment_size'])}"
+        print(f"| {label} | {frac:g} ({human(size)}) | {segs} | {w} | {b} | {h} |")
     print()
     if ARGS.no_sanity:
         return

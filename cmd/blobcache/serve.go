@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.BoolVar(&noVerify, "no-verify", false, "do not check value checksums on reads (headers are always checked)")
 	fl.Int64Var(&expected, "expected-blobs", 0, "size the index and bloom filter for this many blobs (default 1M)")
 	fl.DurationVar(&cfg.Cache.FlushInterval, "flush-interval", 0, "longest wait of a partly filled write batch (default 100ms)")
-	fl.StringVar(&policy, "policy", "", "what eviction keeps: reinsert (blobs read since written are written again) or fifo (default reinsert)")
+	fl.StringVar(&policy, "policy", "", "what eviction keeps: probation (S3-FIFO: new blobs in a probation region, those hit there kept), reinsert (one region: blobs read since written are written again) or fifo (default probation)")
 	fl.Float64Var(&cfg.Cache.ReinsertShare, "reinsert-share", 0, "most of the bytes written that reinsertion may take, in (0, 1) (default 0.8)")
 	fl.StringVar(&admission, "admission", "all", "which writes go to disk: all, or second (a key's first write is declined, its second within --ghost-entries admitted)")
 	fl.IntVar(&ghostEntries, "ghost-entries", 0, "keys --admission second remembers (default --expected-blobs, or 1M)")
@@ -118,12 +118,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Cache.VerifyOnRead = !noVerify
 	cfg.Cache.WriteBudget = int64(writeBudget)
 	switch policy {
-	case "", "reinsert":
+	case "", "probation":
+		cfg.Cache.Policy = blobcache.PolicyProbation
+	case "reinsert":
 		cfg.Cache.Policy = blobcache.PolicyReinsert
 	case "fifo":
 		cfg.Cache.Policy = blobcache.PolicyFIFO
 	default:
-		fmt.Fprintf(stderr, "blobcache serve: --policy %q: want reinsert or fifo\n", policy)
+		fmt.Fprintf(stderr, "blobcache serve: --policy %q: want probation, reinsert or fifo\n", policy)
 		return exitError(2)
 	}
 	switch admission {

@@ -24,10 +24,17 @@ type Entry struct {
 	Version     uint64
 	Expires     int64
 	ClientFlags uint32
+	// Hits is the hit count the record's index entry starts with once committed (a record
+	// written again keeps part of its count); set by SetLastHits.
+	Hits uint8
 }
 
 // Batch is one write buffer. See the package documentation for the rules.
 type Batch struct {
+	// Stream is its owner's label for the write stream the batch belongs to (the cache's
+	// region). The batch never reads it; Reset keeps it.
+	Stream int
+
 	limit  int64
 	direct bool
 
@@ -79,6 +86,13 @@ func (b *Batch) Len() int { return len(b.entries) }
 
 // Fits reports whether a record of n bytes fits in the batch.
 func (b *Batch) Fits(n int64) bool { return b.size+n <= b.limit }
+
+// SetLastHits sets the Hits of the record appended last.
+func (b *Batch) SetLastHits(n uint8) {
+	b.mu.Lock()
+	b.entries[len(b.entries)-1].Hits = n
+	b.mu.Unlock()
+}
 
 // Append encodes a record at the end of the batch. h is the key hash; hdr.KeyLen,
 // hdr.ValueLen and hdr.AttrLen must match key, value and attrs (the attributes, copied after

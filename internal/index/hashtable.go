@@ -33,8 +33,8 @@ const (
 // HashTable is the default Index: 256 shards, each an open-addressing table with linear probing,
 // selected by the top 8 bits of the hash.
 //
-// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs) and one access bit
-// (marks, see Touch). Both arrays hold no
+// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs) and a two-bit hit
+// count (marks, see Touch). Both arrays hold no
 // pointers, so the garbage collector never scans them, whatever their size. A probe walks hashes
 // alone, 8 per cache line, and reads locs once, on a hit.
 //
@@ -63,11 +63,12 @@ type shard struct {
 // shardTable is one open-addressing table and the lock that guards all of it: nothing in it is read
 // without holding the lock (readers take the read lock).
 //
-// marks holds one access bit per slot (bit i%64 of word i/64): set by Touch under the read lock
-// (an atomic OR, so readers never contend for more than the word), cleared when the slot gets a
-// new location, moved with its entry. It costs 1/8 byte per slot.
+// marks holds a two-bit hit count per slot (bits markShift(i) of word i/slotsPerMarkWord):
+// counted up by Touch under the read lock (a compare-and-swap, so readers never contend for
+// more than the word, and none once the count is at MaxHits), cleared when the slot gets a new
+// location, moved with its entry. It costs 1/4 byte per slot.
 //
-// Invariants: len(hashes) == len(locs) >= minShardCap; len(marks) == (len(hashes)+63)/64;
+// Invariants: len(hashes) == len(locs) >= minShardCap; len(marks) == (len(hashes)+31)/32;
 // hashes[i] == 0 marks an empty slot (and then locs[i] is zero and its mark clear); count is the number of non-empty slots and count*8 <= len(hashes)*7, so at
 // least one slot is empty; every entry sits in the probe run that starts at its home slot, with no
 // empty slot between its home and itself (going forward, wrapping at the end).
@@ -121,27 +122,46 @@ func (t *HashTable) Get(h uint64) (Loc, bool) {
 	return loc, ok
 }
 
-// Touch sets the access bit of h's entry if its location is loc. It takes the shard's read lock
-// and allocates nothing.
+// Touch counts a hit on h's entry if its location is loc. It takes the shard's read lock and
+// allocates nothing; once the count is at MaxHits it writes nothing either.
 func (t *HashTable) Touch(h uint64, loc Loc) {
 	s := t.shard(h)
 	s.RLock()
 	if i, ok := s.find(h); ok && s.locs[i] == loc {
-		if w := &s.marks[i/64]; w.Load()&(1<<(i%64)) == 0 {
-			w.Or(1 << (i % 64))
+		w, sh := &s.marks[i/slotsPerMarkWord], markShift(i)
+		for {
+			old := w.Load()
+			if old>>sh&MaxHits == MaxHits || w.CompareAndSwap(old, old+1<<sh) {
+				break
+			}
 		}
 	}
 	s.RUnlock()
 }
 
-// Accessed reports whether h's location is loc and its access bit is set.
-func (t *HashTable) Accessed(h uint64, loc Loc) bool {
+// Accessed reports whether h's location is loc and its hit count is not zero.
+func (t *HashTable) Accessed(h uint64, loc Loc) bool { return t.Hits(h, loc) > 0 }
+
+// Hits returns h's hit count if its location is loc, else 0.
+func (t *HashTable) Hits(h uint64, loc Loc) int {
 	s := t.shard(h)
 	s.RLock()
-	i, ok := s.find(h)
-	ok = ok && s.locs[i] == loc && s.marked(i)
+	n := 0
+	if i, ok := s.find(h); ok && s.locs[i] == loc {
+		n = s.hits(i)
+	}
 	s.RUnlock()
-	return ok
+	return n
+}
+
+// SetHits sets h's hit count to min(n, MaxHits) if its location is loc.
+func (t *HashTable) SetHits(h uint64, loc Loc, n int) {
+	s := t.shard(h)
+	s.Lock()
+	if i, ok := s.find(h); ok && s.locs[i] == loc {
+		s.setHits(i, n)
+	}
+	s.Unlock()
 }
 
 // Put inserts or replaces the location of h and returns the previous one, if any.
@@ -268,7 +288,7 @@ func (t *HashTable) Range(fn func(h uint64, loc Loc) bool) {
 	}
 }
 
-// MemoryBytes returns the capacity of all shards times 20 bytes, their access bits, plus the
+// MemoryBytes returns the capacity of all shards times 20 bytes, their hit counts, plus the
 // fixed shard array.
 func (t *HashTable) MemoryBytes() int64 {
 	n := int64(unsafe.Sizeof(*t))
@@ -311,7 +331,7 @@ func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
 	if ok {
 		old := s.locs[i]
 		s.locs[i] = loc
-		s.setMark(i, false) // a new record: not accessed yet
+		s.setHits(i, 0) // a new record: not hit yet
 		return old, true
 	}
 	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
@@ -349,25 +369,32 @@ func (s *shardTable) removeAt(i int) {
 			continue
 		}
 		hs[i], ls[i] = h, ls[j]
-		s.setMark(i, s.marked(j))
+		s.setHits(i, s.hits(j))
 		i = j
 	}
 	hs[i], ls[i] = 0, Loc{}
-	s.setMark(i, false)
+	s.setHits(i, 0)
 	s.count--
 }
 
-// marked reports slot i's access bit. The caller holds the lock (either mode).
-func (s *shardTable) marked(i int) bool { return s.marks[i/64].Load()&(1<<(i%64)) != 0 }
+// slotsPerMarkWord is how many slots' hit counts (two bits each) one word of marks holds.
+const slotsPerMarkWord = 32
 
-// setMark sets or clears slot i's access bit. The caller holds the write lock; the atomic
-// operation is for readers' Touch, which are excluded meanwhile but use atomics too.
-func (s *shardTable) setMark(i int, v bool) {
-	w := &s.marks[i/64]
-	if v {
-		w.Or(1 << (i % 64))
-	} else if w.Load()&(1<<(i%64)) != 0 {
-		w.And(^uint64(1 << (i % 64)))
+// markShift is where slot i's hit count sits in its word of marks.
+func markShift(i int) uint { return uint(i%slotsPerMarkWord) * 2 }
+
+// hits returns slot i's hit count. The caller holds the lock (either mode).
+func (s *shardTable) hits(i int) int {
+	return int(s.marks[i/slotsPerMarkWord].Load() >> markShift(i) & MaxHits)
+}
+
+// setHits sets slot i's hit count to min(n, MaxHits). The caller holds the write lock; the
+// atomic operations are for readers' Touch, which are excluded meanwhile but use atomics too.
+func (s *shardTable) setHits(i, n int) {
+	w, sh := &s.marks[i/slotsPerMarkWord], markShift(i)
+	v := uint64(min(n, MaxHits)) << sh
+	if old := w.Load(); old&(MaxHits<<sh) != v {
+		w.Store(old&^(MaxHits<<sh) | v)
 	}
 }
 
@@ -386,13 +413,13 @@ func (s *shardTable) resize(c int) {
 	s.hashes = buf[:c:c]
 	// locs covers bytes [8c, 20c) of buf, and 20c <= 8*len(buf).
 	s.locs = unsafe.Slice((*Loc)(unsafe.Pointer(unsafe.SliceData(buf[c:]))), c)
-	s.marks = make([]atomic.Uint64, (c+63)/64)
+	s.marks = make([]atomic.Uint64, (c+slotsPerMarkWord-1)/slotsPerMarkWord)
 	for i, h := range oh {
 		if h != 0 {
 			j, _ := s.find(h)
 			s.hashes[j], s.locs[j] = h, ol[i]
-			if om[i/64].Load()&(1<<(i%64)) != 0 {
-				s.marks[j/64].Or(1 << (j % 64))
+			if n := om[i/slotsPerMarkWord].Load() >> markShift(i) & MaxHits; n != 0 {
+				s.marks[j/slotsPerMarkWord].Or(n << markShift(j))
 			}
 		}
 	}

@@ -23,13 +23,18 @@ type Index interface {
 	// location and true; otherwise it changes nothing and returns false. Evicting a segment uses
 	// it so that a newer record of the same key in a newer segment survives.
 	DeleteIf(h uint64, seg uint32) (old Loc, ok bool)
-	// Touch sets the access bit of h's entry if its location is loc: the record there was hit.
-	// It is lock-free or takes a read lock only, and allocates nothing. Every Put of h (a new
-	// location, or the same one again) clears the bit.
+	// Touch counts a hit on h's entry if its location is loc: the record there was hit. The
+	// count saturates at MaxHits. It is lock-free or takes a read lock only, and allocates
+	// nothing. Every Put of h (a new location, or the same one again) clears the count.
 	Touch(h uint64, loc Loc)
-	// Accessed reports whether h's location is loc and its access bit is set (eviction asks it
-	// of each record of the oldest segment, to decide whether to write it again).
+	// Accessed reports whether h's location is loc and its hit count is not zero.
 	Accessed(h uint64, loc Loc) bool
+	// Hits returns h's hit count if its location is loc, else 0 (eviction asks it of each
+	// record of the oldest segment, to decide whether to write it again).
+	Hits(h uint64, loc Loc) int
+	// SetHits sets h's hit count to min(n, MaxHits) if its location is loc: a record written
+	// again keeps part of its count.
+	SetHits(h uint64, loc Loc, n int)
 	// Len returns the number of entries.
 	Len() int
 	// Range calls fn for every entry until fn returns false. It never holds one lock for the
@@ -42,6 +47,9 @@ type Index interface {
 	// of recovery: it may use several goroutines and takes each lock once, not once per op.
 	Apply(ops []Op)
 }
+
+// MaxHits is the largest hit count an entry keeps (two bits).
+const MaxHits = 3
 
 // Op is one change for Apply: a put of Loc, or a delete when Delete is set.
 type Op struct {

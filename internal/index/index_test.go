@@ -41,7 +41,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 		pool[i] = gen.next()
 	}
 	model := map[uint64]Loc{}
-	marked := map[uint64]bool{} // access bits set by Touch since the key's last Put
+	hits := map[uint64]int{} // hit counts from Touch and SetHits since the key's last Put
 	randLoc := func() Loc {
 		return Loc{Segment: 1 + r.Uint32N(6), Offset: r.Uint32(), Length: r.Uint32()}
 	}
@@ -66,10 +66,13 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			}
 			return true
 		})
-		// Access bits move with their entries (backward shifts, growth).
+		// Hit counts move with their entries (backward shifts, growth).
 		for h, loc := range model {
-			if got := idx.Accessed(h, loc); got != marked[h] {
-				fail(op, "Accessed(%#x) = %v, model %v", h, got, marked[h])
+			if got := idx.Hits(h, loc); got != hits[h] {
+				fail(op, "Hits(%#x) = %d, model %d", h, got, hits[h])
+			}
+			if got := idx.Accessed(h, loc); got != (hits[h] > 0) {
+				fail(op, "Accessed(%#x) = %v, model %d hits", h, got, hits[h])
 			}
 		}
 		if len(seen) != len(model) {
@@ -96,19 +99,33 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 				fail(op, "Put(%#x) = %v %v, model %v %v", h, old, replaced, want, present)
 			}
 			model[h] = loc
-			delete(marked, h)
+			delete(hits, h)
 		case p >= 100:
 			loc := want
 			if r.IntN(4) == 0 {
-				loc = randLoc() // a hit on a record the key no longer has: no bit
+				loc = randLoc() // a hit on a record the key no longer has: not counted
 			}
-			if p < 105 {
+			match := present && loc == want
+			switch {
+			case p < 105:
 				idx.Touch(h, loc)
-				if present && loc == want {
-					marked[h] = true
+				if match {
+					hits[h] = min(hits[h]+1, MaxHits)
 				}
-			} else if got := idx.Accessed(h, loc); got != (present && loc == want && marked[h]) {
-				fail(op, "Accessed(%#x, %v) = %v, model %v %v marked %v", h, loc, got, want, present, marked[h])
+			case p < 107:
+				n := r.IntN(MaxHits + 2)
+				idx.SetHits(h, loc, n)
+				if match {
+					hits[h] = min(n, MaxHits)
+				}
+			default:
+				want := 0
+				if match {
+					want = hits[h]
+				}
+				if got := idx.Hits(h, loc); got != want {
+					fail(op, "Hits(%#x, %v) = %d, model %d", h, loc, got, want)
+				}
 			}
 		case p < 60:
 			got, ok := idx.Get(h)
@@ -121,7 +138,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 				fail(op, "Delete(%#x) = %v %v, model %v %v", h, old, ok, want, present)
 			}
 			delete(model, h)
-			delete(marked, h)
+			delete(hits, h)
 		default:
 			seg := 1 + r.Uint32N(6)
 			if present && r.IntN(2) == 0 {
@@ -133,7 +150,7 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			if wantOK {
 				wantOld = want
 				delete(model, h)
-				delete(marked, h)
+				delete(hits, h)
 			}
 			if ok != wantOK || old != wantOld {
 				fail(op, "DeleteIf(%#x, %d) = %v %v, model %v %v", h, seg, old, ok, want, present)

@@ -45,7 +45,7 @@ type SkipList struct {
 
 // node is one entry. hash, loc, its height and high are immutable after the node is published; the
 // links (next) are written only by the writer holding SkipList.mu. meta packs the height (low 8
-// bits, immutable) and the access bit (accessedBit, set by Touch without a lock) into the 4 bytes
+// bits, immutable) and the hit count (two bits at hitsShift, counted by Touch without a lock) into the 4 bytes
 // the alignment of low would otherwise leave empty, so the node stays 64 bytes.
 type node struct {
 	hash uint64
@@ -55,8 +55,8 @@ type node struct {
 	high *[maxHeight - lowLevels]atomic.Pointer[node] // nil unless height > lowLevels
 }
 
-// accessedBit in node.meta is the access bit.
-const accessedBit = 1 << 8
+// hitsShift is where node.meta keeps the hit count.
+const hitsShift = 8
 
 func newNode(h uint64, loc Loc, height int) *node {
 	n := &node{hash: h, loc: loc}
@@ -125,18 +125,40 @@ func (l *SkipList) find(h uint64) *node {
 	return nil
 }
 
-// Touch sets the access bit of h's node if its location is loc, without taking a lock. A node
-// replaced meanwhile is a copy with its bit clear: the bit set on the old one goes with it.
+// Touch counts a hit on h's node if its location is loc, without taking a lock. A node replaced
+// meanwhile is a copy with its count clear: the hits counted on the old one go with it.
 func (l *SkipList) Touch(h uint64, loc Loc) {
-	if n := l.find(h); n != nil && n.loc == loc && n.meta.Load()&accessedBit == 0 {
-		n.meta.Or(accessedBit)
+	if n := l.find(h); n != nil && n.loc == loc {
+		for {
+			old := n.meta.Load()
+			if old>>hitsShift&MaxHits == MaxHits || n.meta.CompareAndSwap(old, old+1<<hitsShift) {
+				return
+			}
+		}
 	}
 }
 
-// Accessed reports whether h's location is loc and its access bit is set.
-func (l *SkipList) Accessed(h uint64, loc Loc) bool {
-	n := l.find(h)
-	return n != nil && n.loc == loc && n.meta.Load()&accessedBit != 0
+// Accessed reports whether h's location is loc and its hit count is not zero.
+func (l *SkipList) Accessed(h uint64, loc Loc) bool { return l.Hits(h, loc) > 0 }
+
+// Hits returns h's hit count if its location is loc, else 0.
+func (l *SkipList) Hits(h uint64, loc Loc) int {
+	if n := l.find(h); n != nil && n.loc == loc {
+		return int(n.meta.Load() >> hitsShift & MaxHits)
+	}
+	return 0
+}
+
+// SetHits sets h's hit count to min(n, MaxHits) if its location is loc.
+func (l *SkipList) SetHits(h uint64, loc Loc, k int) {
+	if n := l.find(h); n != nil && n.loc == loc {
+		for {
+			old := n.meta.Load()
+			if n.meta.CompareAndSwap(old, old&^(MaxHits<<hitsShift)|uint32(min(k, MaxHits))<<hitsShift) {
+				return
+			}
+		}
+	}
 }
 
 // Put inserts or replaces the location of h and returns the previous one, if any.

@@ -24,8 +24,8 @@ const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as 
 
 Exactly one source: -oracle, -csv or -zipf. -save writes the trace as oracleGeneral (for
 libCacheSim); with -cache '' nothing is replayed. -policy replays each cache size once per
-policy: fifo, reinsert[=share], second[=ghost entries], parts joined by '+'
-(e.g. -policy fifo,reinsert,reinsert+second).
+policy: fifo, reinsert[=share], probation[=share], second[=ghost entries], parts joined by '+'
+(e.g. -policy fifo,reinsert,probation,reinsert+second).
 `
 
 // traceReport is the JSON of a trace run: what bench/scripts/libcachesim_compare.py reads.
@@ -59,7 +59,7 @@ func runTrace(args []string) error {
 	save := fs.String("save", "", "write the trace to this file as oracleGeneral")
 	name := fs.String("name", "", "the trace's name in the table (default: the file's or the zipf parameters)")
 	caches := fs.String("cache", "0.01,0.1", "cache sizes, comma-separated: a fraction of the trace's unique bytes (0.01) or bytes (64MiB, 1GiB, 20000000); '' replays nothing")
-	segments := fs.Int("segments", 16, "segments per cache: SegmentSize is MaxSize/segments (at least a write buffer plus 1 MiB)")
+	segments := fs.Int("segments", 32, "segments per cache: SegmentSize is MaxSize/segments (at least a write buffer plus 1 MiB); 32 is what the library derives from MaxSize alone")
 	segSize := fs.Int64("segment-size", 0, "SegmentSize, bytes (0: from -segments)")
 	wbSize := fs.Int64("write-buffer", 0, "WriteBufferSize, bytes (0: an eighth of a segment, 64 KiB to 4 MiB)")
 	dir := fs.String("dir", "", "parent directory of the caches' temporary directories (default: the system's)")
@@ -157,12 +157,12 @@ func traceMarkdown(rep traceReport) string {
 	if len(rep.Runs) == 0 {
 		return b.String()
 	}
-	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | evictions | reinserted | declined | seconds |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | held / MaxSize: mean (min-max) | evictions | reinserted | declined | seconds |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %d | %d | %d | %.1f |\n",
+		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %.3f (%.3f-%.3f) | %d | %d | %d | %.1f |\n",
 			r.Fraction, r.Policy, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
-			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.Evictions, r.Reinserted, r.Declined, r.Seconds)
+			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.HeldMean, r.HeldMin, r.HeldMax, r.Evictions, r.Reinserted, r.Declined, r.Seconds)
 	}
 	b.WriteString("\n")
 	return b.String()
