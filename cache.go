@@ -41,6 +41,7 @@ type Cache struct {
 	nextSegmentID atomic.Uint32 // last id used
 	diskBytes     atomic.Int64
 	regionDisk    [numRegions]atomic.Int64 // diskBytes by region (region.go)
+	sealingTails  atomic.Int64             // the tails in diskBytes of segments being sealed (segHandle.tail)
 
 	layout layout // segment files or one file per blob
 	w      *writer

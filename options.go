@@ -43,9 +43,10 @@ type Options struct {
 	MaxSize int64
 
 	// SegmentSize is the size of each append-only segment file (below 4 GiB, at least
-	// WriteBufferSize+1 MiB). Default 256 MiB, or with MaxSize set a thirty-second of it (at
-	// least 4 MiB), whichever is smaller. Larger segments mean fewer files and coarser
-	// eviction (see MaxSize).
+	// MinSegmentSize(WriteBufferSize)). Default 256 MiB, or with MaxSize set a thirty-second of
+	// it (at least 4 MiB), whichever is smaller. Larger segments mean fewer files and coarser
+	// eviction (see MaxSize); a record must fit in one, so small segments refuse large values
+	// (ErrValueTooLarge).
 	SegmentSize int64
 
 	// PerBlobFiles stores every blob in a file of its own, named from a hash of its key (the
@@ -217,7 +218,7 @@ func (o Options) withDefaults() Options {
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
 		if !o.PerBlobFiles {
-			most := o.SegmentSize - segment.HeaderSize - (1 << 20) // what Validate allows
+			most := o.SegmentSize - segment.HeaderSize - (1 << 20) // within what Validate allows (MinSegmentSize)
 			o.WriteBufferSize = max(min(DefaultWriteBufferSize, o.SegmentSize/4, most)&^(64<<10-1), 64<<10)
 		}
 	}
@@ -263,8 +264,8 @@ func (o Options) Validate() error {
 		return bad("WriteBufferSize %d is below 64 KiB", o.WriteBufferSize)
 	case o.SegmentSize < 0 || o.SegmentSize > maxSegmentSize:
 		return bad("SegmentSize %d is outside (0, 4 GiB)", o.SegmentSize)
-	case o.SegmentSize < o.WriteBufferSize+segment.HeaderSize+(1<<20):
-		return bad("SegmentSize %d must be at least WriteBufferSize (%d) + 1 MiB", o.SegmentSize, o.WriteBufferSize)
+	case o.SegmentSize < MinSegmentSize(o.WriteBufferSize):
+		return bad("SegmentSize %d must be at least %d: a segment header, one WriteBufferSize (%d) of records and their footer", o.SegmentSize, MinSegmentSize(o.WriteBufferSize), o.WriteBufferSize)
 	case o.MaxSize < 0:
 		return bad("MaxSize %d is negative", o.MaxSize)
 	case o.MaxSize > 0 && o.MaxSize < 2*o.SegmentSize && !o.PerBlobFiles:
@@ -309,6 +310,18 @@ func WithOptions(o Options) Option {
 
 // WithMaxSize sets Options.MaxSize.
 func WithMaxSize(n int64) Option { return func(o *Options) { o.MaxSize = n } }
+
+// MinSegmentSize is the smallest SegmentSize Validate accepts with a write buffer of
+// writeBufferSize bytes: room for the segment header, one full batch with its direct-I/O
+// padding, the footer entries of the most records a batch can hold (records of a one-byte key
+// and no value) and the trailer. Values larger than what such a segment holds beyond that are
+// refused with ErrValueTooLarge.
+func MinSegmentSize(writeBufferSize int64) int64 {
+	records := writeBufferSize/(record.HeaderSize+1) + 1
+	n := segment.HeaderSize + writeBufferSize + vfs.DirectIOAlignment + record.HeaderSize +
+		records*segment.EntrySize + segment.TrailerSize
+	return alignUp(n, vfs.DirectIOAlignment)
+}
 
 // WithSegmentSize sets Options.SegmentSize.
 func WithSegmentSize(n int64) Option { return func(o *Options) { o.SegmentSize = n } }

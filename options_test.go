@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -47,5 +48,55 @@ func TestDerivedDefaults(t *testing.T) {
 		if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%+v: Validate = %v, want ErrInvalidOptions", o, err)
 		}
+	}
+}
+
+// TestMinSegmentSize: a segment of MinSegmentSize takes whole write buffers of the smallest
+// records (one-byte keys, empty values: the most footer entries a batch can bring), with direct
+// writes and without, and values up to MaxValueSize; one 4 KiB smaller is refused.
+func TestMinSegmentSize(t *testing.T) {
+	const wbs = 64 << 10
+	seg := MinSegmentSize(wbs)
+	if err := (Options{WriteBufferSize: wbs, SegmentSize: seg - 4096}).Validate(); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("SegmentSize %d with a %d-byte write buffer: %v, want ErrInvalidOptions", seg-4096, wbs, err)
+	}
+	for _, buffered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("buffered=%v", buffered), func(t *testing.T) {
+			dir := t.TempDir()
+			c := open(t, dir, WithBufferedWrites(buffered), WithWriteBufferSize(wbs), WithSegmentSize(seg), WithMaxSize(8*seg))
+			const keys = 256 // one-byte keys, each written many times: batches of tiny records
+			for round := range 40 {
+				for k := range keys {
+					if err := c.Put([]byte{byte(k)}, nil); err != nil {
+						t.Fatalf("round %d key %d: %v", round, k, err)
+					}
+				}
+			}
+			big := value("big", 0, int(c.MaxValueSize(3)))
+			if err := c.Put([]byte("big"), big); err != nil {
+				t.Fatalf("a value of MaxValueSize (%d) in a %d-byte segment: %v", len(big), seg, err)
+			}
+			if err := c.Put([]byte("big"), make([]byte, c.MaxValueSize(3)+1)); !errors.Is(err, ErrValueTooLarge) {
+				t.Fatalf("a value over MaxValueSize: %v, want ErrValueTooLarge", err)
+			}
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if st := c.Stats(); st.Segments < 2 || st.FlushErrors != 0 {
+				t.Fatalf("%d segments, %d flush errors: want several and none", st.Segments, st.FlushErrors)
+			}
+			expect(t, c, "big", big)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = open(t, dir, WithBufferedWrites(buffered), WithWriteBufferSize(wbs), WithSegmentSize(seg), WithMaxSize(8*seg))
+			defer c.Close()
+			expect(t, c, "big", big)
+			for k := range keys {
+				if got := mustGet(t, c, string([]byte{byte(k)})); len(got) != 0 {
+					t.Fatalf("key %d: %d bytes, want the empty value", k, len(got))
+				}
+			}
+		})
 	}
 }

@@ -74,6 +74,7 @@ func (c *Cache) sealSegment(s *segHandle, footer []segment.Entry, dataEnd int64)
 	c.segs.mu.Lock()
 	if c.segs.table.Load().get(s.id) == s {
 		c.addDisk(s, size-s.disk.Swap(size))
+		c.sealingTails.Add(-s.tail.Swap(0))
 	}
 	c.segs.mu.Unlock()
 	return nil
@@ -163,6 +164,7 @@ func (c *Cache) evictSegment(s *segHandle) error {
 	c.segs.remove(s)
 	disk := s.disk.Load()
 	c.addDisk(s, -disk)
+	c.sealingTails.Add(-s.tail.Swap(0))
 	c.stats.evictions.Add(1)
 	c.stats.evictedBytes.Add(uint64(disk))
 	s.unref()

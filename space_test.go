@@ -84,13 +84,20 @@ func TestOverwriteFreesSpace(t *testing.T) {
 // a few segments (a rotation evicts until the sealed segments and the new one fit, so it frees
 // less than two segments; the bound allows one more for a slow seal). How much it holds on
 // average is BenchmarkEffectiveCapacity's figure.
+//
+// With two regions (PolicyProbation, the default) the same holds: what the cache holds never
+// passes MaxSize plus one segment.
 func TestEffectiveCapacity(t *testing.T) {
 	const maxSize = 128 << 20
-	mean, lo, hi, seg := effectiveCapacity(t, maxSize, 2)
-	t.Logf("segment %d MiB (%d per cache): DataBytes mean %.4f of MaxSize, min %.4f, max %.4f",
-		seg>>20, maxSize/seg, mean, float64(lo)/maxSize, float64(hi)/maxSize)
-	if hi > maxSize+seg || lo < maxSize-3*seg {
-		t.Fatalf("DataBytes from %d to %d; want within (%d, %d]", lo, hi, maxSize-3*seg, maxSize+seg)
+	for _, p := range []Policy{PolicyFIFO, PolicyProbation} {
+		t.Run(p.String(), func(t *testing.T) {
+			mean, lo, hi, seg := effectiveCapacity(t, maxSize, 2, p)
+			t.Logf("segment %d MiB (%d per cache): DataBytes mean %.4f of MaxSize, min %.4f, max %.4f",
+				seg>>20, maxSize/seg, mean, float64(lo)/maxSize, float64(hi)/maxSize)
+			if hi > maxSize+seg || lo < maxSize-3*seg {
+				t.Fatalf("DataBytes from %d to %d; want within (%d, %d]", lo, hi, maxSize-3*seg, maxSize+seg)
+			}
+		})
 	}
 }
 
@@ -99,19 +106,26 @@ func TestEffectiveCapacity(t *testing.T) {
 // (a thirty-second of it), and its lowest and highest share. Run with -benchtime=1x.
 func BenchmarkEffectiveCapacity(b *testing.B) {
 	const maxSize = 512 << 20
-	for b.Loop() {
-		mean, lo, hi, _ := effectiveCapacity(b, maxSize, 3)
-		b.ReportMetric(mean, "mean-share")
-		b.ReportMetric(float64(lo)/maxSize, "min-share")
-		b.ReportMetric(float64(hi)/maxSize, "max-share")
+	for _, p := range []Policy{PolicyFIFO, PolicyProbation} {
+		b.Run(p.String(), func(b *testing.B) {
+			for b.Loop() {
+				mean, lo, hi, _ := effectiveCapacity(b, maxSize, 3, p)
+				b.ReportMetric(mean, "mean-share")
+				b.ReportMetric(float64(lo)/maxSize, "min-share")
+				b.ReportMetric(float64(hi)/maxSize, "max-share")
+			}
+		})
 	}
 }
 
 // effectiveCapacity writes rounds*maxSize bytes of 60 KiB blobs under distinct keys into a cache
-// of maxSize with the derived segment size, and samples Stats.DataBytes every 8 Puts once the
-// first eviction happened: its mean share of maxSize, lowest and highest, and the segment size.
-func effectiveCapacity(tb testing.TB, maxSize int64, rounds int64) (mean float64, lo, hi, seg int64) {
-	c := open(tb, tb.TempDir(), WithMaxSize(maxSize), WithPolicy(PolicyFIFO), WithBufferedWrites(true))
+// of maxSize with the derived segment size and policy p, and samples Stats.DataBytes every 8
+// Puts once the first eviction happened: its mean share of maxSize, lowest and highest, and the
+// segment size. Under PolicyProbation every other Put writes again the blob put a fifth of
+// MaxSize before, by then dropped from probation and remembered by the ghost set: it goes to
+// main, so both regions have an active segment, which is the cost to see.
+func effectiveCapacity(tb testing.TB, maxSize int64, rounds int64, p Policy) (mean float64, lo, hi, seg int64) {
+	c := open(tb, tb.TempDir(), WithMaxSize(maxSize), WithPolicy(p), WithBufferedWrites(true))
 	defer c.Close()
 	seg = c.opts.SegmentSize
 	v := make([]byte, 60<<10)
@@ -121,6 +135,11 @@ func effectiveCapacity(tb testing.TB, maxSize int64, rounds int64) (mean float64
 	for i := range rounds * maxSize / int64(len(v)) {
 		if err := c.Put(benchKey(kb[:], 'c', uint64(i)), v); err != nil {
 			tb.Fatal(err)
+		}
+		if lag := maxSize / 5 / int64(len(v)); p == PolicyProbation && i%2 == 1 && i >= lag {
+			if err := c.Put(benchKey(kb[:], 'c', uint64(i-lag)), v); err != nil {
+				tb.Fatal(err)
+			}
 		}
 		if i%8 != 0 {
 			continue

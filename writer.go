@@ -664,9 +664,11 @@ func (w *writer) sealActive(r region) {
 	// running. With two, makeRoom already leaves the other region's active segment its
 	// unfilled tail (unfilled), and the files stay under that bound only if a segment being
 	// sealed counts whole until its seal cuts the tail off (sealSegment).
-	if !w.c.probationOn() {
-		final := w.activeFinal(r)
+	if final := w.activeFinal(r); !w.c.probationOn() {
 		w.c.addDisk(a, final-a.disk.Swap(final))
+	} else if tail := a.disk.Load() - final; tail > 0 {
+		a.tail.Store(tail)
+		w.c.sealingTails.Add(tail)
 	}
 	if a.streams > 0 {
 		// A streamed record is still being written: its last stream queues the seal.
@@ -959,13 +961,14 @@ func (w *writer) bufferBytes() int64 {
 }
 
 // pendingBytes is the memory held by unflushed records.
-// dataBytes is Stats.DataBytes: the disk bytes without the part of the active segment that is
-// counted and has nothing placed in it yet. Both are read under mu, which rotations and
-// evictions hold, so that a rotation cannot fall between them.
+// dataBytes is Stats.DataBytes: the disk bytes without the parts of the active segments that
+// are counted and have nothing placed in them yet, nor the tails of segments being sealed (two
+// regions). They are read under mu, which rotations and evictions hold, so that a rotation
+// cannot fall between them.
 func (w *writer) dataBytes() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := w.c.diskBytes.Load() - w.unfilled()
+	n := w.c.diskBytes.Load() - w.unfilled() - w.c.sealingTails.Load()
 	return n
 }
 

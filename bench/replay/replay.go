@@ -16,9 +16,10 @@ import (
 // KeyLen is the length of the keys the replay writes: the object id, big-endian.
 const KeyLen = 8
 
-// segmentHeader is a segment file's header (internal/segment.HeaderSize): a segment must hold
-// it, one write buffer and 1 MiB (blobcache.Options.Validate).
-const segmentHeader = 4096
+// recordRoom is what a segment needs beyond a value of the replay's to hold it: the segment's
+// header (4 KiB), the record's header (64 bytes) and key, its footer entry (20 bytes) and the
+// footer's trailer (32 bytes), rounded up to 4 KiB.
+const recordRoom = 8192
 
 // Config is one replay's cache.
 type Config struct {
@@ -85,20 +86,22 @@ func ParsePolicy(spec string, maxSize, meanSize int64) ([]blobcache.Option, erro
 }
 
 // Geometry returns the segment size and write buffer for a cache of maxSize bytes cut into
-// about segments segments. Eviction drops a whole segment, so the cache holds between
-// maxSize-SegmentSize and maxSize of records (the active segment is counted full from its
-// creation, see blobcache.Options.MaxSize): with 16 segments it holds 94–100%, 97% on average,
-// of what an object-granular cache of maxSize holds. The write buffer is an eighth of a segment
-// (64 KiB to 4 MiB): the library wants a segment to be at least one buffer plus 1 MiB, and a
-// small buffer keeps that floor low. Small caches get fewer, larger segments than asked; below
-// two segments of the floor (about 2.3 MiB) BlobCache cannot be configured at all.
-func Geometry(maxSize int64, segments int) (segmentSize, writeBuffer int64, err error) {
+// about segments segments, for objects of up to largest bytes. Eviction drops a whole segment,
+// so the cache holds between maxSize-SegmentSize and maxSize of records (the active segment is
+// counted full from its creation, see blobcache.Options.MaxSize): with 32 segments it holds
+// 97–100%, 98% on average, of what an object-granular cache of maxSize holds (a little less
+// with two regions, see blobcache.PolicyProbation). The write buffer is an eighth of a segment
+// (64 KiB to 4 MiB). A segment is at least the library's floor for that buffer
+// (blobcache.MinSegmentSize, about 96 KiB for 64 KiB) and holds the largest object: small
+// caches of large objects get fewer, larger segments than asked. Below two such segments
+// BlobCache cannot be configured at all.
+func Geometry(maxSize int64, segments int, largest int64) (segmentSize, writeBuffer int64, err error) {
 	if segments < 2 {
 		return 0, 0, fmt.Errorf("replay: %d segments: MaxSize must hold at least two", segments)
 	}
 	seg := maxSize / int64(segments) &^ 4095
 	wb := min(max(seg/8&^4095, 64<<10), 4<<20)
-	seg = max(seg, wb+segmentHeader+1<<20)
+	seg = max(seg, blobcache.MinSegmentSize(wb), (largest+recordRoom+4095)&^4095)
 	if maxSize < 2*seg {
 		return 0, 0, fmt.Errorf("replay: a cache of %d bytes is below two segments of %d bytes, BlobCache's least", maxSize, seg)
 	}

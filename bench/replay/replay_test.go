@@ -15,7 +15,7 @@ func TestRunColdMissesOnly(t *testing.T) {
 	}
 	reqs = append(reqs, trace.Request{ID: 1 << 50, Size: 0}) // skipped, as libCacheSim does
 	sum := trace.Summarize(reqs)
-	seg, wb, err := Geometry(8<<20, 4)
+	seg, wb, err := Geometry(8<<20, 4, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestRunEvicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := trace.Summarize(reqs)
-	seg, wb, err := Geometry(sum.UniqueBytes/4, 4)
+	seg, wb, err := Geometry(sum.UniqueBytes/4, 4, int64(sum.MaxSize))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,25 +60,28 @@ func TestGeometry(t *testing.T) {
 	for _, tc := range []struct {
 		max      int64
 		segments int
+		largest  int64
 		seg, wb  int64
 		bad      bool
 	}{
-		{max: 1 << 30, segments: 16, seg: 64 << 20, wb: 4 << 20},
-		{max: 160 << 20, segments: 16, seg: 10 << 20, wb: 1280 << 10},
-		{max: 20 << 20, segments: 16, seg: 1280 << 10, wb: 160 << 10},
-		{max: 4 << 20, segments: 16, seg: 1<<20 + 64<<10 + 4096, wb: 64 << 10}, // the floor
-		{max: 2 << 20, segments: 16, bad: true},
-		{max: 1 << 30, segments: 1, bad: true},
+		{max: 1 << 30, segments: 16, largest: 4096, seg: 64 << 20, wb: 4 << 20},
+		{max: 160 << 20, segments: 16, largest: 4096, seg: 10 << 20, wb: 1280 << 10},
+		{max: 20 << 20, segments: 16, largest: 1 << 20, seg: 1280 << 10, wb: 160 << 10},
+		{max: 4 << 20, segments: 16, largest: 4096, seg: 256 << 10, wb: 64 << 10},
+		{max: 1 << 20, segments: 16, largest: 4096, seg: 92 << 10, wb: 64 << 10},         // the library's floor
+		{max: 4 << 20, segments: 16, largest: 1 << 20, seg: 1<<20 + 8<<10, wb: 64 << 10}, // the largest object
+		{max: 150 << 10, segments: 16, largest: 4096, bad: true},
+		{max: 1 << 30, segments: 1, largest: 4096, bad: true},
 	} {
-		seg, wb, err := Geometry(tc.max, tc.segments)
+		seg, wb, err := Geometry(tc.max, tc.segments, tc.largest)
 		if tc.bad {
 			if err == nil {
-				t.Errorf("Geometry(%d, %d) = %d, %d; want an error", tc.max, tc.segments, seg, wb)
+				t.Errorf("Geometry(%d, %d, %d) = %d, %d; want an error", tc.max, tc.segments, tc.largest, seg, wb)
 			}
 			continue
 		}
 		if err != nil || seg != tc.seg || wb != tc.wb {
-			t.Errorf("Geometry(%d, %d) = %d, %d, %v; want %d, %d", tc.max, tc.segments, seg, wb, err, tc.seg, tc.wb)
+			t.Errorf("Geometry(%d, %d, %d) = %d, %d, %v; want %d, %d", tc.max, tc.segments, tc.largest, seg, wb, err, tc.seg, tc.wb)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func runTrace(args []string) error {
 		if err != nil {
 			return err
 		}
-		seg, wb, err := replay.Geometry(maxSize, *segments)
+		seg, wb, err := replay.Geometry(maxSize, *segments, int64(sum.MaxSize))
 		if err != nil {
 			return err
 		}
