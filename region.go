@@ -75,8 +75,11 @@ func newGhost(o *Options) *ghost.Set {
 	return ghost.New(minGhost)
 }
 
-// minGhost is the fewest key hashes the ghost set remembers.
-const minGhost = 1024
+// minGhost is the fewest key hashes the ghost set remembers. It is small because a ghost set
+// much larger than the blobs the cache holds sends blobs asked for twice in a long while
+// straight to main: a cache of a few hundred large blobs with a floor of 1024 missed 0.015
+// more on the Zipf 1.0 lognormal trace at 1% (docs/BENCHMARKS.md).
+const minGhost = 64
 
 // regionFor chooses the region a write of key (hash h) goes to; m marks copies and tombstones
 // that must go to main. ghost says the key went to main because the ghost set remembered it.
@@ -100,6 +103,14 @@ func (w *writer) regionFor(h uint64, key []byte, m *writeMeta) (r region, ghost 
 		return mainRegion, true
 	}
 	return probationRegion, false
+}
+
+// admitGhost notes that a write of key hash h went to main because the ghost set remembered it,
+// and makes the set forget it, as S3-FIFO does: if the blob is dropped from main unread, its
+// next write starts in probation again.
+func (c *Cache) admitGhost(h uint64) {
+	c.ghost.Load().Remove(h)
+	c.stats.ghostAdmits.Add(1)
 }
 
 // regionBytes is the disk space of region r's segments.

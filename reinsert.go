@@ -12,15 +12,16 @@ import (
 // written are written again at the head before the segment is evicted, so that a popular blob
 // is not evicted with the unpopular ones around it.
 //
-// Where the bits live: every index entry has one access bit (index.Index.Touch), set by a read
-// that returned bytes of the record at that location and cleared by every Put of the key, so a
-// record's copy starts cold. No lock beyond the index shard's read lock, no memory beyond 1/8
-// byte a slot.
+// Where the counts live: every index entry has a two-bit hit count (index.Index.Touch, Hits),
+// raised by a read that returned bytes of the record at that location, saturating at
+// index.MaxHits, and reset by every Put of the key. No lock beyond the index shard's read lock,
+// no memory beyond a quarter of a byte a slot.
 //
 // When: the writer pokes the reinserter, a goroutine of its own, at every rotation and every
 // seal. Once the disk is within two segments of MaxSize, the oldest sealed segment is the next
 // to go, and the reinserter scans it once: it reads its footer, and for each put whose index
-// entry still points at it with the access bit set, reads the record (checking header, key,
+// entry still points at it with hits, and that the policy finds worth copying (worthCopying),
+// reads the record (checking header, key,
 // value and attributes; damage is never copied), skips it if it is expired or invalidated, and
 // appends the same record bytes (version, expiry, flags, attributes, checksum and creation time
 // kept) to the open batch, under the writer's lock, as a conditional write: only if the key's
@@ -47,6 +48,9 @@ type reinserter struct {
 	done chan struct{}
 	last [numRegions]uint32 // the newest segment scanned, by region; owned by run
 	buf  []byte             // the record being copied, during a scan (dropped after it); owned by run
+	// singles counts the records of main hit once that were considered (worthCopying); owned
+	// by run.
+	singles uint64
 }
 
 func newReinserter(c *Cache) *reinserter {
@@ -138,7 +142,7 @@ func (r *reinserter) scan(s *segHandle) {
 		return // evicted meanwhile
 	}
 	r.last[s.region] = s.id
-	defer func() { r.buf = nil }() // an idle cache holds no copy buffer (up to half a write buffer)
+	defer func() { r.buf = nil }() // an idle cache holds no copy buffer (up to a write buffer)
 	fi, err := s.f.Stat()
 	if err != nil {
 		return
@@ -147,6 +151,7 @@ func (r *reinserter) scan(s *segHandle) {
 	if err != nil {
 		return // no footer (a seal that failed): nothing is reinserted from it
 	}
+	perBlob := c.diskBytes.Load() / int64(max(c.idx.Len(), 1))
 	for _, e := range entries {
 		if e.Kind != record.KindPut {
 			continue
@@ -154,6 +159,10 @@ func (r *reinserter) scan(s *segHandle) {
 		loc := index.Loc{Segment: s.id, Offset: e.Offset, Length: e.Length}
 		hits := c.idx.Hits(e.Hash, loc)
 		if hits == 0 {
+			continue
+		}
+		if !r.worthCopying(s.region, int64(e.Length), hits, perBlob) {
+			c.stats.reinsertDropped.Add(1)
 			continue
 		}
 		if r.stopping() || c.segs.table.Load().get(s.id) != s {
@@ -169,15 +178,42 @@ func (r *reinserter) scan(s *segHandle) {
 	}
 }
 
+// worthCopying is the policy's choice for a record of n bytes, hit hits times, in a segment of
+// region reg about to be evicted, when the cache holds perBlob bytes of disk a blob:
+//
+//   - a record larger than a write buffer is not copied: it would have to be streamed, and it
+//     takes the room of many smaller ones;
+//   - a record is copied only if its hits per byte are at least the cache's blobs per byte
+//     (n <= hits*perBlob): keeping a blob twice the mean size must earn two hits, as in
+//     size-aware policies (GDSF), so that what the cache keeps earns the most hits for its
+//     bytes. With blobs of one size every hit record passes;
+//   - in main, of the records hit once only singleHitCopies out of singleHitOf are copied, as
+//     CacheLib's percentage reinsertion does: a record hit once is the least likely to be hit
+//     again, and copying it costs a flash write every time it comes round (records hit twice or
+//     more, and promotions from probation, are always copied).
+//
+// It counts the single hits; the reinserter's goroutine calls it.
+func (r *reinserter) worthCopying(reg region, n int64, hits int, perBlob int64) bool {
+	if n > r.c.opts.WriteBufferSize || n > int64(hits)*perBlob {
+		return false
+	}
+	if reg == mainRegion && hits == 1 {
+		r.singles++
+		return r.singles%singleHitOf < singleHitCopies
+	}
+	return true
+}
+
+// singleHitCopies out of singleHitOf records of main hit once are copied (worthCopying); the
+// share was chosen on the hit-ratio benchmark (docs/BENCHMARKS.md): all of them wrote more than
+// FIFO on Zipf 0.8, half missed more than S3-FIFO does.
+const singleHitCopies, singleHitOf = 7, 10
+
 // copyRecord reads the record at loc in s (hash h) and appends it again, if it is whole, fresh,
 // within the budget and still the key's newest record.
 func (r *reinserter) copyRecord(s *segHandle, h uint64, loc index.Loc, hits uint8) {
 	c := r.c
 	n := int64(loc.Length)
-	if n > c.opts.WriteBufferSize/2 {
-		c.stats.reinsertDropped.Add(1) // a large blob would crowd Puts out of the batch
-		return
-	}
 	if int64(cap(r.buf)) < n {
 		r.buf = make([]byte, n)
 	}

@@ -152,14 +152,14 @@ func (c *Cache) evictSegment(s *segHandle) error {
 			return true
 		})
 	}
+	if s.region == probationRegion {
+		c.resizeGhost() // first: a new set forgets what the old one held, not what goes now
+	}
 	g := c.ghost.Load()
 	for _, h := range hashes {
 		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && s.region == probationRegion {
 			g.Add(h) // dropped from probation: a Put of it soon goes straight to main
 		}
-	}
-	if s.region == probationRegion {
-		c.resizeGhost()
 	}
 	c.segs.remove(s)
 	disk := s.disk.Load()

@@ -45,7 +45,8 @@ type Stats struct {
 	// Reinsertion (PolicyReinsert, and PolicyProbation's main region): records of the oldest
 	// segment hit since they were written, written again before it was evicted, and their
 	// bytes; and those that were not, because the budget (ReinsertShare, WriteBudget) was spent
-	// or they are larger than half a write buffer. Promotions are counted here too.
+	// or the policy passed them over (too large for their hits, or a share of those hit once;
+	// see reinsert.go). Promotions are counted here too.
 	Reinserted      uint64
 	ReinsertedBytes uint64
 	ReinsertDropped uint64

@@ -508,7 +508,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		return nil, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
 	if ghost {
-		w.c.stats.ghostAdmits.Add(1)
+		w.c.admitGhost(h)
 	}
 	s.seg.streams++
 	w.streams = append(w.streams, s)

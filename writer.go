@@ -335,7 +335,7 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				b.SetLastHits(m.hits)
 			}
 			if ghost {
-				w.c.stats.ghostAdmits.Add(1)
+				w.c.admitGhost(h)
 			}
 			if !b.Fits(record.HeaderSize + 64) {
 				return w.cut(r)

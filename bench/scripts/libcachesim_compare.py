@@ -79,6 +79,18 @@ def blobcache(bench, path, size, segments, workdir, policies="default"):
         return json.load(f)["runs"]
 
 
+def median_runs(repeats):
+    """Per policy, the run of median miss ratio among repeated runs (BlobCache's background
+    reinsertion makes runs differ a little), with the spread of the miss ratio."""
+    out = []
+    for runs in zip(*repeats):
+        ordered = sorted(runs, key=lambda r: r["miss_ratio"])
+        mid = dict(ordered[len(ordered) // 2])
+        mid["miss_spread"] = (ordered[0]["miss_ratio"], ordered[-1]["miss_ratio"])
+        out.append(mid)
+    return out
+
+
 def human(n):
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
@@ -102,6 +114,8 @@ def main():
     p.add_argument("--policies", default="fifo,reinsert,fifo+second,reinsert+second,default",
                    help="BlobCache policies (blobcache-bench trace -policy), one column each")
     p.add_argument("--no-sanity", action="store_true", help="skip the FIFO sanity table")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="BlobCache runs per case; the tables show the run of median miss ratio")
     ARGS = p.parse_args()
     if not ARGS.fractions:
         ARGS.fractions = "0.1" if ARGS.quick else "0.01,0.1"
@@ -141,7 +155,8 @@ def run(work):
         for frac in [float(f) for f in ARGS.fractions.split(",")]:
             size = int(frac * wss)
             miss = {name: libcachesim_miss(path, algo, size)[0] for name, algo in ALGOS}
-            runs = blobcache(bench, path, size, ARGS.segments, work, ARGS.policies)
+            runs = median_runs([blobcache(bench, path, size, ARGS.segments, work, ARGS.policies)
+                                for _ in range(ARGS.repeat)])
             rows.append((label, frac, size, miss, runs))
             bc = next((r for r in runs if r["policy"] == "fifo"), runs[0])
             if not ARGS.no_sanity:
@@ -154,13 +169,15 @@ def run(work):
 
     names = [n for n, _ in ALGOS]
     pols = ARGS.policies.split(",")
-    print("Object miss ratio (libCacheSim's policies, then BlobCache's):")
+    print("Object miss ratio (libCacheSim's policies, then BlobCache's" +
+          (f", the median of {ARGS.repeat} runs, with the range" if ARGS.repeat > 1 else "") + "):")
     print()
     print("| trace | cache | " + " | ".join(names) + " | " + " | ".join(f"BC {p}" for p in pols) + " |")
     print("|---|---|" + "--:|" * (len(names) + len(pols)))
     for label, frac, size, miss, runs in rows:
         cells = " | ".join(f"{miss[n]:.4f}" for n in names)
-        bcs = " | ".join(f"{r['miss_ratio']:.4f}" for r in runs)
+        bcs = " | ".join(f"{r['miss_ratio']:.4f}" + (f" ({r['miss_spread'][0]:.4f}-{r['miss_spread'][1]:.4f})"
+                                                      if ARGS.repeat > 1 else "") for r in runs)
         print(f"| {label} | {frac:g} ({human(size)}) | {cells} | {bcs} |")
     print()
     print("BlobCache's bytes written per byte requested (reinsertions and tombstones included), its "

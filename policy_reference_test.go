@@ -1,0 +1,485 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
+)
+
+// The reference test of the policies: one trace through the cache and through refCache, a plain
+// simulation of what region.go, reinsert.go and space.go document (FIFO logs of whole segments,
+// promotion, reinsertion, the ghost set, the victim rules, the reinsertion credit), request by
+// request. After every request both must agree on hit or miss, on the segment and hit count of
+// every key, and on the counters of evictions, copies, promotions, ghost admissions and drops.
+//
+// The geometry (and a file system without hole punching) makes every decision observable and the cache's background work settle before the
+// next request: a record fills a write buffer (so every record is its own batch, placed as soon
+// as it is appended), a segment holds refPerSeg records with less than a block to spare (so a
+// sealed segment takes exactly refSegSize on disk), Fsync makes seals part of the commit that
+// Drain waits for, and after each request the test drains the cache and waits for the
+// reinserter until nothing is left open.
+
+const (
+	refKeyLen   = 5           // "k0000"
+	refRecord   = 64<<10 - 64 // record bytes: a 64 KiB write buffer holds one, and is cut at once
+	refValue    = refRecord - record.HeaderSize - refKeyLen
+	refPerSeg   = 4              // records a segment holds
+	refSegments = 20             // MaxSize in segments
+	refBlock    = int64(4 << 10) // file system block
+)
+
+// refSegSize is a segment of refPerSeg records, their footer entries and the trailer, with less
+// than a block left over.
+var refSegSize = alignUp(segment.HeaderSize+refPerSeg*(refRecord+segment.EntrySize)+segment.TrailerSize, refBlock)
+
+func TestPolicyReference(t *testing.T) {
+	for _, p := range []Policy{PolicyFIFO, PolicyReinsert, PolicyProbation} {
+		t.Run(p.String(), func(t *testing.T) {
+			requests := 3000
+			if testing.Short() || raceEnabled {
+				requests = 1000 // the race detector slows it tenfold
+			}
+			testPolicyReference(t, p, requests, 1)
+		})
+	}
+}
+
+func testPolicyReference(t *testing.T, p Policy, requests int, seed uint64) {
+	c := open(t, t.TempDir(), withFS(noPunchFS{vfs.Default}), WithBufferedWrites(true), WithFsync(true), WithWriteBufferSize(64<<10),
+		WithSegmentSize(refSegSize), WithMaxSize(refSegments*refSegSize), WithExpectedBlobs(1<<10), WithPolicy(p))
+	defer c.Close()
+	m := newRefCache(p)
+	if got := c.probationOn(); got != m.regions {
+		t.Fatalf("two regions: cache %v, model %v", got, m.regions)
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	zipf := rand.NewZipf(rng, 1.1, 1, 299)
+	var hits int
+	for step := range requests {
+		k := fmt.Sprintf("k%04d", zipf.Uint64())
+		want := m.get(k)
+		r, got := c.Get([]byte(k))
+		if got != want {
+			t.Fatalf("request %d (%s): cache hit %v, model hit %v", step, k, got, want)
+		}
+		if got {
+			hits++
+			v, err := io.ReadAll(r)
+			if err != nil || !bytes.Equal(v, value(k, 0, refValue)) {
+				t.Fatalf("request %d (%s): %d bytes read (%v), not the value put", step, k, len(v), err)
+			}
+			r.Close()
+		} else {
+			if err := c.Put([]byte(k), value(k, 0, refValue)); err != nil {
+				t.Fatal(err)
+			}
+			m.put(k)
+		}
+		settle(t, c)
+		m.settle()
+		m.compare(t, c, step, k)
+	}
+	t.Logf("%v: %d requests, %d hits; evictions %d, copied %d (promoted %d), ghost admits %d, passed over %d",
+		p, requests, hits, m.evictions, m.copied, m.promoted, m.ghostAdmits, m.dropped)
+	if m.evictions == 0 || p != PolicyFIFO && m.copied == 0 || p == PolicyProbation && (m.promoted == 0 || m.ghostAdmits == 0) {
+		t.Fatalf("the trace did not exercise the policy: evictions %d, copied %d, promoted %d, ghost admits %d",
+			m.evictions, m.copied, m.promoted, m.ghostAdmits)
+	}
+}
+
+// noPunchFS is a file system that cannot punch holes: a sealed segment keeps its size until it
+// is evicted, whatever its records become (hole punching is space.go's business, not the
+// policy's, and its timing is not the policy's either).
+type noPunchFS struct{ vfs.FS }
+
+type noPunchFile struct{ vfs.File }
+
+func (f noPunchFile) PunchHole(int64, int64) error { return errors.ErrUnsupported }
+
+func (fs noPunchFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noPunchFile{f}, nil
+}
+
+// settle drains c and waits for the reinserter until neither changes anything: the copies a
+// scan appended are committed, and the scans their rotations made due are done.
+func settle(t *testing.T, c *Cache) {
+	t.Helper()
+	activity := func() [3]uint64 {
+		st := c.Stats()
+		return [3]uint64{st.Flushes, st.Reinserted, st.ReinsertDropped}
+	}
+	for range 100 {
+		before := activity()
+		c.Drain()
+		if c.rs != nil {
+			c.rs.wait()
+		}
+		c.Drain()
+		if activity() == before {
+			return
+		}
+	}
+	t.Fatal("the cache does not settle")
+}
+
+// refSeg is a segment of the model.
+type refSeg struct {
+	id     uint32
+	region region
+	keys   []string // in the order placed
+	open   bool
+}
+
+// disk is what the segment counts toward the disk: a whole segment while it is active, its
+// records, footer and trailer in whole blocks once sealed.
+func (s *refSeg) disk() int64 {
+	if s.open {
+		return refSegSize
+	}
+	return alignUp(s.sealedSize(), refBlock)
+}
+
+func (s *refSeg) sealedSize() int64 {
+	return segment.HeaderSize + int64(len(s.keys))*(refRecord+segment.EntrySize) + segment.TrailerSize
+}
+
+// refCache is the model: the documented policy, with none of the machinery.
+type refCache struct {
+	policy  Policy
+	regions bool
+	segs    []*refSeg // in id order
+	active  [numRegions]*refSeg
+	where   map[string]*refSeg // the segment of each key's record
+	hits    map[string]int
+	ghost   *refGhost
+	credit  int64   // reinsertion credit
+	perByte float64 // credit a byte put earns
+	floor   uint32  // main's active segment must be at least this new (rule 2)
+	nextID  uint32
+	scanned [numRegions]uint32
+	singles int
+
+	evictions, copied, promoted, ghostAdmits, dropped uint64
+}
+
+func newRefCache(p Policy) *refCache {
+	m := &refCache{policy: p, regions: p == PolicyProbation, where: map[string]*refSeg{}, hits: map[string]int{},
+		perByte: 0.8 / (1 - 0.8)} // ReinsertShare's default
+	if m.regions {
+		m.ghost = newRefGhost(refMinGhost)
+	}
+	return m
+}
+
+func (m *refCache) get(k string) bool {
+	if m.where[k] == nil {
+		return false
+	}
+	m.hits[k] = min(m.hits[k]+1, index.MaxHits)
+	return true
+}
+
+// put writes a key the cache does not hold: to probation, or to main if the ghost remembers it.
+func (m *refCache) put(k string) {
+	r := mainRegion
+	if m.regions {
+		r = probationRegion
+		if h := record.KeyHash([]byte(k)); m.ghost.contains(h) {
+			r = mainRegion
+			m.ghost.remove(h)
+			m.ghostAdmits++
+		}
+	}
+	m.place(k, r, 0)
+	m.credit = min(m.credit+int64(float64(refRecord)*m.perByte), refSegSize)
+}
+
+// place appends k's record to region r's active segment, rotating (and making room) if it is
+// full, or, for main, older than the floor.
+func (m *refCache) place(k string, r region, hits int) {
+	a := m.active[r]
+	if a == nil || len(a.keys) == refPerSeg || r == mainRegion && a.id < m.floor {
+		m.makeRoom(r)
+		if a := m.active[r]; a != nil {
+			a.open = false
+		}
+		m.nextID++
+		a = &refSeg{id: m.nextID, region: r, open: true}
+		m.segs = append(m.segs, a)
+		m.active[r] = a
+	}
+	a.keys = append(a.keys, k)
+	m.where[k] = a
+	m.hits[k] = hits
+}
+
+func (m *refCache) diskBytes() (all, main int64) {
+	for _, s := range m.segs {
+		all += s.disk()
+		if s.region == mainRegion {
+			main += s.disk()
+		}
+	}
+	return all, main
+}
+
+// makeRoom evicts until a new segment fits under MaxSize, counting the other region's active
+// segment by what it holds less a sixteenth of a segment.
+func (m *refCache) makeRoom(r region) {
+	for {
+		var shrink int64
+		if m.regions {
+			for o, a := range m.active {
+				if region(o) != r && a != nil {
+					shrink += max(refSegSize-a.sealedSize(), 0)
+				}
+			}
+			shrink = max(shrink-refSegSize/16, 0)
+		} else if a := m.active[r]; a != nil {
+			shrink = refSegSize - a.sealedSize()
+		}
+		if all, _ := m.diskBytes(); all-shrink <= (refSegments-1)*refSegSize {
+			return
+		}
+		v := m.victim()
+		if v == nil || v == m.active[r] && !m.regions {
+			return
+		}
+		if v.open {
+			panic(fmt.Sprintf("model: the victim, segment %d, is active: not modelled", v.id))
+		}
+		m.evict(v)
+	}
+}
+
+// victim is the segment eviction takes next (Cache.victim).
+func (m *refCache) victim() *refSeg {
+	if len(m.segs) == 0 {
+		return nil
+	}
+	if !m.regions {
+		return m.segs[0]
+	}
+	var oldest [numRegions]*refSeg
+	for _, s := range m.segs {
+		if oldest[s.region] == nil {
+			oldest[s.region] = s
+		}
+	}
+	p, mn := oldest[probationRegion], oldest[mainRegion]
+	_, mainDisk := m.diskBytes()
+	switch {
+	case p == nil:
+		return mn
+	case mn == nil:
+		return p
+	case p.id < mn.id:
+		return p
+	case float64(mainDisk) > 0.9*float64(refSegments*refSegSize) || p.open: // main over 90%
+		return mn
+	}
+	return p
+}
+
+func (m *refCache) evict(v *refSeg) {
+	if v.region == probationRegion {
+		m.ghost = m.ghost.resized(len(m.where))
+	}
+	for _, k := range v.keys {
+		if m.where[k] != v {
+			continue
+		}
+		delete(m.where, k)
+		delete(m.hits, k)
+		if v.region == probationRegion {
+			m.ghost.add(record.KeyHash([]byte(k)))
+		}
+	}
+	m.segs = slices.DeleteFunc(m.segs, func(s *refSeg) bool { return s == v })
+	m.evictions++
+}
+
+// settle does what the reinserter does once the disk is within two segments of MaxSize: scan
+// the oldest sealed segment of each region, main first, once.
+func (m *refCache) settle() {
+	if m.policy == PolicyFIFO {
+		return
+	}
+	for {
+		all, _ := m.diskBytes()
+		if all <= (refSegments-2)*refSegSize {
+			return
+		}
+		var oldest [numRegions]*refSeg
+		for _, s := range m.segs {
+			if oldest[s.region] == nil {
+				oldest[s.region] = s
+			}
+		}
+		scanned := false
+		for r, s := range oldest {
+			if s != nil && !s.open && s.id > m.scanned[r] {
+				m.scan(s)
+				scanned = true
+				break // the scan may have evicted and rotated: look again
+			}
+		}
+		if !scanned {
+			return
+		}
+	}
+}
+
+// scan copies the records of s that were hit and are worth it (reinserter.worthCopying).
+func (m *refCache) scan(s *refSeg) {
+	m.scanned[s.region] = s.id
+	all, _ := m.diskBytes()
+	perBlob := all / int64(max(len(m.where), 1))
+	for _, k := range slices.Clone(s.keys) {
+		if !slices.Contains(m.segs, s) {
+			return // evicted by a copy's rotation: too late for the rest
+		}
+		if m.where[k] != s || m.hits[k] == 0 {
+			continue
+		}
+		hits := m.hits[k]
+		if refRecord > int64(hits)*perBlob {
+			m.dropped++
+			continue
+		}
+		if s.region == mainRegion && hits == 1 {
+			m.singles++
+			if m.singles%10 >= 7 { // 7 of every 10 records of main hit once are copied
+				m.dropped++
+				continue
+			}
+		}
+		if m.credit < refRecord {
+			m.dropped++
+			continue
+		}
+		keep := hits - 1
+		if s.region == probationRegion {
+			keep = 0
+			m.promoted++
+		}
+		m.floor = max(m.floor, s.id+1)
+		m.place(k, mainRegion, keep)
+		m.credit -= refRecord
+		m.copied++
+	}
+}
+
+// compare fails t where the cache and the model disagree after request step (of key k).
+func (m *refCache) compare(t *testing.T, c *Cache, step int, k string) {
+	t.Helper()
+	st := c.Stats()
+	type counts struct{ evictions, copied, promoted, ghostAdmits, dropped uint64 }
+	got := counts{st.Evictions, st.Reinserted, st.Promoted, st.GhostAdmits, st.ReinsertDropped}
+	want := counts{m.evictions, m.copied, m.promoted, m.ghostAdmits, m.dropped}
+	if got != want {
+		t.Fatalf("request %d (%s): cache counts %+v, model %+v\n%s", step, k, got, want, m.dump(c))
+	}
+	if n := c.idx.Len(); n != len(m.where) {
+		t.Fatalf("request %d (%s): cache holds %d keys, model %d", step, k, n, len(m.where))
+	}
+	for key, s := range m.where {
+		h := record.KeyHash([]byte(key))
+		loc, ok := c.idx.Get(h)
+		if !ok || loc.Segment != s.id {
+			t.Fatalf("request %d (%s): %s in segment %d (held %v), model: segment %d", step, k, key, loc.Segment, ok, s.id)
+		}
+		if hits := c.idx.Hits(h, loc); hits != m.hits[key] {
+			t.Fatalf("request %d (%s): %s hit %d times, model %d", step, k, key, hits, m.hits[key])
+		}
+		if cs := c.segs.table.Load().get(s.id); cs == nil || cs.region != s.region {
+			t.Fatalf("request %d (%s): segment %d of %s: cache %v, model region %v", step, k, s.id, key, cs, s.region)
+		}
+	}
+}
+
+// refMinGhost is the fewest fingerprints the ghost set is made for.
+const refMinGhost = 64
+
+// refGhost is the ghost set as internal/ghost documents it: buckets of seven fingerprints, the
+// bucket from the hash's high half, each bucket a ring that overwrites its oldest slot.
+type refGhost struct {
+	buckets []refBucket
+}
+
+type refBucket struct {
+	adds  uint32
+	slots [7]uint32 // 0: empty
+}
+
+func newRefGhost(n int) *refGhost {
+	return &refGhost{buckets: make([]refBucket, max((n+6)/7, 1))}
+}
+
+func (g *refGhost) slot(h uint64) (*refBucket, uint32) {
+	i, _ := bits.Mul64(h&^0xffffffff, uint64(len(g.buckets)))
+	return &g.buckets[i], uint32(h) | 1
+}
+
+func (g *refGhost) add(h uint64) {
+	b, fp := g.slot(h)
+	if slices.Contains(b.slots[:], fp) {
+		return
+	}
+	b.adds++
+	b.slots[b.adds%7] = fp
+}
+
+func (g *refGhost) contains(h uint64) bool {
+	b, fp := g.slot(h)
+	return slices.Contains(b.slots[:], fp)
+}
+
+func (g *refGhost) remove(h uint64) {
+	b, fp := g.slot(h)
+	if i := slices.Index(b.slots[:], fp); i >= 0 {
+		b.slots[i] = 0
+	}
+}
+
+// resized is the set resizeGhost leaves for a cache holding blobs: a new, empty one when the
+// right size is more than twice or less than half the capacity.
+func (g *refGhost) resized(blobs int) *refGhost {
+	want := max(int(float64(blobs)*0.9), refMinGhost) // 0.9 fingerprints a blob held
+	if c := len(g.buckets) * 7; want > 2*c || 2*want < c {
+		return newRefGhost(want)
+	}
+	return g
+}
+
+// dump lists the segments of the cache and of the model, for a failure's message.
+func (m *refCache) dump(c *Cache) string {
+	var b strings.Builder
+	b.WriteString("cache:")
+	for _, s := range c.segs.table.Load().list {
+		if s != nil {
+			fmt.Fprintf(&b, " %d%s(%d)", s.id, "mp"[s.region:s.region+1], s.disk.Load())
+		}
+	}
+	b.WriteString("\nmodel:")
+	for _, s := range m.segs {
+		fmt.Fprintf(&b, " %d%s(%d)", s.id, "mp"[s.region:s.region+1], s.disk())
+	}
+	return b.String()
+}
