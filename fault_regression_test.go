@@ -180,34 +180,41 @@ func TestStreamsBehindStalledCommitNoDeadlock(t *testing.T) {
 func TestEvictionSyncDirFailureBreaksWriter(t *testing.T) {
 	fs := faultyFS(t)
 	dir := t.TempDir()
-	opts := small(withFS(fs), WithFsync(true), WithMaxSize(6<<20))
+	// MaxSize three and a half segments: once full, a segment is evicted when the active one is
+	// half full (the records held would pass MaxSize), and a rotation creates a segment (whose
+	// creation syncs the directory too) without evicting.
+	opts := small(withFS(fs), WithFsync(true), WithMaxSize(7<<20))
 	c := open(t, dir, opts...)
-	// Three segments, the cache full: the next rotation evicts before it creates a segment
-	// (whose creation syncs the directory too).
 	kept := map[string][]byte{}
 	last := ""
-	for i := 0; c.Stats().Segments < 3; i++ {
-		k := fmt.Sprintf("a%d", i)
+	put := func(k string) {
+		t.Helper()
 		last = k
 		kept[k] = value(k, 0, 30000)
 		if err := c.Put([]byte(k), kept[k]); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
+	i := 0
+	for ; c.Stats().Evictions == 0; i++ {
+		put(fmt.Sprintf("a%d", i))
 	}
-	if c.Stats().Evictions != 0 {
-		t.Fatal("evicted too early")
+	// Right after the next rotation, the next directory sync is an eviction's.
+	for segs := c.Stats().Segments; c.Stats().Segments <= segs; i++ {
+		put(fmt.Sprintf("a%d", i))
 	}
+	evictions := c.Stats().Evictions
 	fault := fs.Add(&errorfs.Fault{Ops: errorfs.OpSyncDir, Name: segDir, Err: syscall.EIO})
 	var err error
 	for i := 0; i < 400 && err == nil; i++ {
 		k := fmt.Sprintf("b%d", i)
 		err = c.Put([]byte(k), value(k, 0, 30000))
 	}
-	if fault.Injected() == 0 {
-		t.Fatalf("no directory sync failed (evictions %d)", c.Stats().Evictions)
+	if fault.Injected() == 0 || c.Stats().Evictions != evictions+1 {
+		t.Fatalf("%d directory syncs failed; evictions %d, then %d: want the next one's to fail", fault.Injected(), evictions, c.Stats().Evictions)
 	}
 	if !errors.Is(err, ErrWriteFailed) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Put after a failed directory sync of an eviction: %v, want ErrWriteFailed wrapping EIO", err)

@@ -87,6 +87,7 @@ func (l segmentLayout) place(w *writer, r region, b *batch.Batch, bufs [][]byte,
 	}
 	a := w.active[r]
 	off, _ := a.active.Reserve(n, b.Len()) // it fits: rotate made a segment it fits in
+	w.grow(a)
 	return &flushJob{b: b, seg: a, base: off, bufs: bufs, length: n}, nil
 }
 

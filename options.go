@@ -29,17 +29,18 @@ const (
 // Options configures a Cache. The zero value of every field means "use the default" stated on
 // the field. Build one with the With* functions passed to New, or fill it and pass WithOptions.
 type Options struct {
-	// MaxSize bounds the disk space of the segments, in bytes. When a new segment would take the
-	// cache past it, the oldest segments are evicted whole (FIFO). Disk usage is at most MaxSize
-	// right after a new segment is created and at most MaxSize plus one segment at any moment; a
-	// write that needs a new segment while the oldest one is still being sealed waits for the
-	// seal (Stats.RoomWaits). 0 means unlimited. If set it must be at least 2*SegmentSize
+	// MaxSize bounds the disk space of the segments, in bytes. Before records are placed, the
+	// oldest segments are evicted whole until the records held (Stats.DataBytes) with the new
+	// ones fit in MaxSize; the files, which also hold at most one segment of preallocated space
+	// (segments are preallocated half at a time), stay within MaxSize plus one segment at any
+	// moment. A write that needs room while the oldest segment is still being sealed waits for
+	// the seal (Stats.RoomWaits). 0 means unlimited. If set it must be at least 2*SegmentSize
 	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	//
-	// Eviction frees a whole segment at a time, so the data held (Stats.DataBytes) averages
-	// about MaxSize less half a segment: with the derived SegmentSize, a segment is at most a
-	// thirty-second of MaxSize and the cache holds about 98% of it or more; a SegmentSize set
-	// to a large share of MaxSize costs that share.
+	// Eviction frees a whole segment at a time, so the data held averages about MaxSize less half
+	// a segment: with the derived SegmentSize, a segment is at most a thirty-second of MaxSize
+	// and the cache holds about 98% of it or more; a SegmentSize set to a large share of MaxSize
+	// costs half that share.
 	MaxSize int64
 
 	// SegmentSize is the size of each append-only segment file (below 4 GiB, at least

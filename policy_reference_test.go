@@ -38,6 +38,7 @@ const (
 	refPerSeg   = 4              // records a segment holds
 	refSegments = 20             // MaxSize in segments
 	refBlock    = int64(4 << 10) // file system block
+	refKeys     = 300            // keys of the trace
 )
 
 // refSegSize is a segment of refPerSeg records, their footer entries and the trailer, with less
@@ -65,7 +66,7 @@ func testPolicyReference(t *testing.T, p Policy, requests int, seed uint64) {
 		t.Fatalf("two regions: cache %v, model %v", got, m.regions)
 	}
 	rng := rand.New(rand.NewPCG(seed, 7))
-	zipf := rand.NewZipf(rng, 1.1, 1, 299)
+	zipf := rand.NewZipf(rng, 1.1, 1, refKeys-1)
 	var hits int
 	for step := range requests {
 		k := fmt.Sprintf("k%04d", zipf.Uint64())
@@ -146,13 +147,18 @@ type refSeg struct {
 	open   bool
 }
 
-// disk is what the segment counts toward the disk: a whole segment while it is active, its
-// records, footer and trailer in whole blocks once sealed.
+// disk is what the segment counts toward the disk: while it is active, what is preallocated
+// (the first half, in whole blocks; the whole once its records pass that); once sealed, its records, footer
+// and trailer in whole blocks.
 func (s *refSeg) disk() int64 {
-	if s.open {
+	switch half := alignUp(refSegSize/2, refBlock); {
+	case !s.open:
+		return alignUp(s.sealedSize(), refBlock)
+	case s.sealedSize() > half:
 		return refSegSize
+	default:
+		return half
 	}
-	return alignUp(s.sealedSize(), refBlock)
 }
 
 func (s *refSeg) sealedSize() int64 {
@@ -174,6 +180,7 @@ type refCache struct {
 	nextID  uint32
 	scanned [numRegions]uint32
 	singles int
+	placing string // the key whose record is being placed
 
 	evictions, copied, promoted, ghostAdmits, dropped uint64
 }
@@ -207,16 +214,23 @@ func (m *refCache) put(k string) {
 		}
 	}
 	m.place(k, r, 0)
-	m.credit = min(m.credit+int64(float64(refRecord)*m.perByte), refSegSize)
+	regions := int64(1)
+	if m.regions {
+		regions = 2
+	}
+	m.credit = min(m.credit+int64(float64(refRecord)*m.perByte), refSegSize*regions) // a segment a region
 }
 
-// place appends k's record to region r's active segment, rotating (and making room) if it is
-// full, or, for main, older than the floor.
+// place appends k's record to region r's active segment, making room first, and rotating if
+// the segment is full or, for main, older than the floor.
 func (m *refCache) place(k string, r region, hits int) {
 	a := m.active[r]
-	if a == nil || len(a.keys) == refPerSeg || r == mainRegion && a.id < m.floor {
-		m.makeRoom(r)
-		if a := m.active[r]; a != nil {
+	rotate := a == nil || len(a.keys) == refPerSeg || r == mainRegion && a.id < m.floor
+	m.placing = k
+	m.makeRoom(r, k, rotate)
+	m.placing = ""
+	if rotate {
+		if a != nil {
 			a.open = false
 		}
 		m.nextID++
@@ -239,22 +253,29 @@ func (m *refCache) diskBytes() (all, main int64) {
 	return all, main
 }
 
-// makeRoom evicts until a new segment fits under MaxSize, counting the other region's active
-// segment by what it holds less a sixteenth of a segment.
-func (m *refCache) makeRoom(r region) {
+// makeRoom evicts until one more record fits: the records held (active segments counted by
+// what they hold) within MaxSize, and, if it needs a new segment, the files with that segment's
+// first allocation within MaxSize plus one segment.
+func (m *refCache) makeRoom(r region, k string, rotate bool) {
+	maxSize := refSegments * refSegSize
 	for {
-		var shrink int64
-		if m.regions {
-			for o, a := range m.active {
-				if region(o) != r && a != nil {
-					shrink += max(refSegSize-a.sealedSize(), 0)
-				}
+		all, _ := m.diskBytes()
+		held := all + refRecord + segment.EntrySize
+		for _, a := range m.active {
+			if a != nil {
+				held -= max(a.disk()-a.sealedSize(), 0)
 			}
-			shrink = max(shrink-refSegSize/16, 0)
-		} else if a := m.active[r]; a != nil {
-			shrink = refSegSize - a.sealedSize()
 		}
-		if all, _ := m.diskBytes(); all-shrink <= (refSegments-1)*refSegSize {
+		// The files grow by the new segment's first half, or by the active segment's second
+		// half once its records pass the first.
+		grows := alignUp(refSegSize/2, refBlock)
+		if a := m.active[r]; !rotate {
+			grows = (&refSeg{keys: append(slices.Clone(a.keys), k), open: true}).disk() - a.disk()
+		} else {
+			held += segment.HeaderSize + segment.TrailerSize
+		}
+		over := held > maxSize || all+grows > maxSize+refSegSize
+		if !over {
 			return
 		}
 		v := m.victim()
@@ -291,7 +312,7 @@ func (m *refCache) victim() *refSeg {
 		return p
 	case p.id < mn.id:
 		return p
-	case float64(mainDisk) > 0.9*float64(refSegments*refSegSize) || p.open: // main over 90%
+	case float64(mainDisk) > 0.95*float64(refSegments*refSegSize) || p.open: // main over 95%
 		return mn
 	}
 	return p
@@ -307,7 +328,7 @@ func (m *refCache) evict(v *refSeg) {
 		}
 		delete(m.where, k)
 		delete(m.hits, k)
-		if v.region == probationRegion {
+		if v.region == probationRegion && k != m.placing { // a key being written again was not dropped
 			m.ghost.add(record.KeyHash([]byte(k)))
 		}
 	}
@@ -396,6 +417,16 @@ func (m *refCache) compare(t *testing.T, c *Cache, step int, k string) {
 	if got != want {
 		t.Fatalf("request %d (%s): cache counts %+v, model %+v\n%s", step, k, got, want, m.dump(c))
 	}
+	if m.regions {
+		g := c.ghost.Load()
+		for i := range refKeys {
+			key := fmt.Sprintf("k%04d", i)
+			h := record.KeyHash([]byte(key))
+			if got, want := g.Contains(h), m.ghost.contains(h); got != want {
+				t.Fatalf("request %d (%s): %s in the ghost set: cache %v, model %v", step, k, key, got, want)
+			}
+		}
+	}
 	if n := c.idx.Len(); n != len(m.where) {
 		t.Fatalf("request %d (%s): cache holds %d keys, model %d", step, k, n, len(m.where))
 	}
@@ -403,7 +434,7 @@ func (m *refCache) compare(t *testing.T, c *Cache, step int, k string) {
 		h := record.KeyHash([]byte(key))
 		loc, ok := c.idx.Get(h)
 		if !ok || loc.Segment != s.id {
-			t.Fatalf("request %d (%s): %s in segment %d (held %v), model: segment %d", step, k, key, loc.Segment, ok, s.id)
+			t.Fatalf("request %d (%s): %s in segment %d (held %v), model: segment %d\n%s", step, k, key, loc.Segment, ok, s.id, m.dump(c))
 		}
 		if hits := c.idx.Hits(h, loc); hits != m.hits[key] {
 			t.Fatalf("request %d (%s): %s hit %d times, model %d", step, k, key, hits, m.hits[key])
@@ -474,12 +505,23 @@ func (m *refCache) dump(c *Cache) string {
 	b.WriteString("cache:")
 	for _, s := range c.segs.table.Load().list {
 		if s != nil {
-			fmt.Fprintf(&b, " %d%s(%d)", s.id, "mp"[s.region:s.region+1], s.disk.Load())
+			fmt.Fprintf(&b, " %d%s(%d", s.id, "mp"[s.region:s.region+1], s.disk.Load())
+			if s.open.Load() {
+				fmt.Fprintf(&b, " active, %d placed", s.active.SealedSize())
+			}
+			b.WriteString(")")
 		}
 	}
 	b.WriteString("\nmodel:")
 	for _, s := range m.segs {
-		fmt.Fprintf(&b, " %d%s(%d)", s.id, "mp"[s.region:s.region+1], s.disk())
+		fmt.Fprintf(&b, " %d%s(%d, %d records)", s.id, "mp"[s.region:s.region+1], s.disk(), len(s.keys))
+	}
+	for _, s := range m.segs[max(len(m.segs)-3, 0):] {
+		fmt.Fprintf(&b, "\nmodel segment %d:", s.id)
+		for _, k := range s.keys {
+			loc, _ := c.idx.Get(record.KeyHash([]byte(k)))
+			fmt.Fprintf(&b, " %s (cache: %d)", k, loc.Segment)
+		}
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -125,9 +126,22 @@ func (r *reinserter) scanOldest() {
 		}
 	}
 	for _, s := range oldest {
-		if s != nil {
+		if s != nil && !s.open.Load() {
+			// A segment that takes no more records but whose seal is still in the pipeline is
+			// waited for, not passed over: the regions are then scanned in one order whatever
+			// the seal's timing (TestPolicyReference relies on it).
+			r.waitSealed(s)
 			r.scan(s)
 		}
+	}
+}
+
+// waitSealed waits until s is sealed (a seal that fails marks it sealed too) or the reinserter is
+// stopping. Seals take a sync and a footer write, so a short poll costs nothing noticeable, and
+// unlike a wait on the writer's condition it cannot outlive Close.
+func (r *reinserter) waitSealed(s *segHandle) {
+	for !s.sealed.Load() && !r.stopping() {
+		time.Sleep(50 * time.Microsecond)
 	}
 }
 
@@ -291,6 +305,7 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 // earn adds the reinsertion credit of n bytes written by a Put or Delete. The caller holds mu.
 func (w *writer) earn(n int64) {
 	if w.c.rs != nil {
-		w.reinsertCredit = min(w.reinsertCredit+int64(float64(n)*w.creditPerByte), w.c.opts.SegmentSize)
+		// Capped at a segment a region: each region's oldest segment may be copied from at once.
+		w.reinsertCredit = min(w.reinsertCredit+int64(float64(n)*w.creditPerByte), w.c.opts.SegmentSize*int64(w.regions()))
 	}
 }

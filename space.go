@@ -157,8 +157,10 @@ func (c *Cache) evictSegment(s *segHandle) error {
 	}
 	g := c.ghost.Load()
 	for _, h := range hashes {
-		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && s.region == probationRegion {
-			g.Add(h) // dropped from probation: a Put of it soon goes straight to main
+		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && s.region == probationRegion && !c.w.pendingHash(h) {
+			// Dropped from probation: a Put of it soon goes straight to main. Not a key whose
+			// newer record (a promotion, a Put) waits to be committed: that one was not dropped.
+			g.Add(h)
 		}
 	}
 	c.segs.remove(s)

@@ -13,10 +13,10 @@ type Stats struct {
 	// (a Put of a key the index lacks adds one, a Delete of a key it holds takes one away)
 	Segments  int   // live segment files
 	DiskBytes int64 // disk space of the segments (allocated bytes; holes excluded)
-	// DataBytes is DiskBytes without the part of the active segment not written yet (it is
+	// DataBytes is DiskBytes without the part of the active segments not written yet (it is
 	// preallocated, and cut off when the segment is sealed): what the cache holds. Eviction
-	// keeps it under MaxSize plus one segment; once the cache is full it averages about MaxSize
-	// less half a segment.
+	// keeps it within MaxSize; once the cache is full it stays above MaxSize less a segment
+	// (less holes punched into dead records) and averages about MaxSize less half a segment.
 	DataBytes    int64
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
 	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)

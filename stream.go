@@ -485,6 +485,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 	// entry, counted, stays unused).
 	a := w.active[r]
 	base, _ := a.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
+	w.grow(a)
 	s := &stream{key: bytes.Clone(key), seg: a, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later

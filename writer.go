@@ -37,9 +37,9 @@ import (
 //     recycles one;
 //   - a PutFrom waits for its publication to be committed once more than maxStreamLag
 //     publications are ahead of the commit goroutine (putFromStream);
-//   - with MaxSize, a cut or reservation that needs a new segment waits on writer.cond until
-//     the oldest segment is sealed and can be evicted (makeRoom), so the disk holds at most
-//     MaxSize right after a rotation and at most MaxSize plus one segment at any moment.
+//   - with MaxSize, a cut or reservation that needs room waits on writer.cond until the oldest
+//     segment is sealed and can be evicted (makeRoom), so the records held stay within MaxSize
+//     and the files within MaxSize plus one segment at any moment.
 
 // flushJob is one unit of the ordered pipeline, in one of three roles:
 //   - a batch (b != nil): written by a flush worker (layout.write), then committed in order
@@ -449,39 +449,47 @@ func (w *writer) poisonedActive() bool {
 	return false
 }
 
-// makeRoom makes sure that, if placing n bytes of records with entries footer entries needs a
-// new segment, the segment can be created without the disk going over MaxSize: it evicts the
-// oldest sealed segments until the disk (the active segment counted at its sealed size) is at
-// most MaxSize less one segment. When the oldest segment is not sealed yet (its seal is still
-// in the pipeline, or waits for a PutFrom writing into it), makeRoom waits on cond (releasing
-// mu; see waitForSeal) and returns false: the caller must look at the writer's state again,
-// since other goroutines may have run. The caller holds mu.
+// makeRoom evicts the oldest segments until n more bytes of records, with entries footer
+// entries, can be placed in region r without either bound being passed:
+//
+//   - the records held (Stats.DataBytes: the files less what the active segments have not filled
+//     yet and the tails of segments being sealed), with these and, for a new segment, its header
+//     and trailer, stay within MaxSize;
+//   - if they need a new segment, the files stay within MaxSize plus one segment once it is
+//     created: every segment counted as it stands, an active one whole (it is preallocated) and
+//     one being sealed with its tail (until the seal cuts it off).
+//
+// The first bound keeps what the cache holds within a segment of MaxSize once it is full (an
+// eviction frees a segment, and the next ones wait until the records fill it); the second is the
+// disk's promise, with one region as with two. When the victim is not sealed yet (its seal is
+// still in the pipeline, or waits for a PutFrom writing into it), makeRoom waits on cond
+// (releasing mu; see waitForSeal) and returns false: the caller must look at the writer's state
+// again, since other goroutines may have run. The caller holds mu.
 //
 // An eviction whose removal is not durable breaks the writer (see breakLocked); the error is
 // returned.
 func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error) {
 	c := w.c
-	if c.opts.MaxSize == 0 || w.fits(r, n, entries) {
+	if c.opts.MaxSize == 0 {
 		return true, nil
 	}
-	limit := c.opts.MaxSize - c.opts.SegmentSize
-	var shrink int64 // what active segments give back, counted now
-	if c.probationOn() {
-		// The other region's active segment counts what it holds so far, not its unwritten
-		// tail, and fills on after this, by at most that tail; a sixteenth of a segment is
-		// kept for what sealed files take beyond their records (footers, blocks). r's active
-		// segment counts whole until its seal cuts the tail off (sealActive). So the files
-		// stay within MaxSize plus one segment.
-		for o, a := range w.active {
-			if region(o) != r && a != nil {
-				shrink += max(a.disk.Load()-w.activeFinal(region(o)), 0)
-			}
+	rotate := !w.fits(r, n, entries)
+	records := n + int64(entries)*segment.EntrySize
+	over := func() bool {
+		held := c.diskBytes.Load() - w.unfilled() - c.sealingTails.Load() + records
+		// What the files grow by: a new segment's preallocation, or the rest of the active
+		// one's once these records pass its first half.
+		var grows int64
+		if rotate {
+			held += segment.HeaderSize + segment.TrailerSize
+			grows = segment.Allocation(c.opts.SegmentSize, segment.HeaderSize+records+segment.TrailerSize)
+		} else {
+			a := w.active[r].active
+			grows = segment.Allocation(c.opts.SegmentSize, a.SealedSize()+records) - a.Allocated()
 		}
-		shrink = max(shrink-c.opts.SegmentSize/16, 0)
-	} else if a := w.active[r]; a != nil {
-		shrink = a.disk.Load() - w.activeFinal(r) // sealActive gives it back at once
+		return held > c.opts.MaxSize || c.diskBytes.Load()+grows > c.opts.MaxSize+c.opts.SegmentSize
 	}
-	for c.diskBytes.Load()-shrink > limit {
+	for over() {
 		if w.broken != nil {
 			// No eviction may follow one that failed (see breakLocked).
 			return false, w.broken
@@ -491,6 +499,9 @@ func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error
 			return false, w.breakLocked(err)
 		}
 		if evicted {
+			if c.rs != nil {
+				c.rs.poke() // the next victim is due for a scan (reinsert.go)
+			}
 			continue
 		}
 		next := c.victim()
@@ -633,12 +644,10 @@ func (w *writer) rotate(r region) error {
 		return err
 	}
 	s.refs.Store(1)
-	s.disk.Store(c.opts.SegmentSize)
+	s.disk.Store(a.Allocated())
 	s.open.Store(true)
-	c.addDisk(s, c.opts.SegmentSize)
-	if bound := c.opts.MaxSize + c.opts.SegmentSize*int64(w.regions()-1); invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > bound {
-		// One region: the new segment fits under MaxSize. Two: the other region's active
-		// segment may have its tail beyond it (makeRoom).
+	c.addDisk(s, a.Allocated())
+	if bound := c.opts.MaxSize + c.opts.SegmentSize; invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > bound {
 		panic(fmt.Sprintf("blobcache: %d bytes on disk after a rotation, over %d (MaxSize %d, %d regions)", c.diskBytes.Load(), bound, c.opts.MaxSize, w.regions()))
 	}
 	c.segs.mu.Lock()
@@ -651,6 +660,29 @@ func (w *writer) rotate(r region) error {
 	return nil
 }
 
+// grow preallocates the rest of active segment s once what is placed in it passes its first
+// allocation (segment.Active.Grow), and counts it. On a full disk it evicts the oldest sealed
+// segments and tries again, as rotate does; if that fails too, the writes that follow report
+// it. The caller holds mu.
+func (w *writer) grow(s *segHandle) {
+	c := w.c
+	n, err := s.active.Grow()
+	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
+		evicted, eerr := c.evictOldestSealed()
+		if eerr != nil {
+			w.breakLocked(eerr)
+		}
+		if !evicted {
+			break
+		}
+		n, err = s.active.Grow()
+	}
+	if n > 0 {
+		s.disk.Add(n)
+		c.addDisk(s, n)
+	}
+}
+
 // sealActive queues the seal of region r's active segment, after the batches placed in it. The
 // caller holds mu.
 func (w *writer) sealActive(r region) {
@@ -658,15 +690,10 @@ func (w *writer) sealActive(r region) {
 	if a == nil {
 		return
 	}
-	// With one region, count the segment at the size it will have once sealed (its
-	// preallocated tail is cut off then), so that the eviction that makes room for the next
-	// segment keeps the disk under MaxSize plus one segment even while the seal is still
-	// running. With two, makeRoom already leaves the other region's active segment its
-	// unfilled tail (unfilled), and the files stay under that bound only if a segment being
-	// sealed counts whole until its seal cuts the tail off (sealSegment).
-	if final := w.activeFinal(r); !w.c.probationOn() {
-		w.c.addDisk(a, final-a.disk.Swap(final))
-	} else if tail := a.disk.Load() - final; tail > 0 {
+	// The segment counts whole until its seal cuts the preallocated tail off (sealSegment): the
+	// files are that large until then, and makeRoom's bound on them must see it. The tail is
+	// noted so that what the records hold (dataBytes, makeRoom) leaves it out meanwhile.
+	if tail := a.disk.Load() - w.activeFinal(r); tail > 0 {
 		a.tail.Store(tail)
 		w.c.sealingTails.Add(tail)
 	}
@@ -914,6 +941,16 @@ func (w *writer) readValue(h uint64, key, p []byte, off int64) (batch.Value, int
 }
 
 // forEachPendingHash calls fn with the key hash of every unflushed record.
+// pendingHash reports whether a batch not yet committed holds a record of a key with hash h.
+func (w *writer) pendingHash(h uint64) bool {
+	for _, b := range *w.live.Load() {
+		if b.HasHash(h) {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *writer) forEachPendingHash(fn func(h uint64)) {
 	for _, b := range *w.live.Load() {
 		b.ForEachHash(fn)

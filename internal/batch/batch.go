@@ -360,6 +360,14 @@ func (b *Batch) Reset() {
 	b.sealed = false
 }
 
+// HasHash reports whether the batch holds a record of a key with hash h.
+func (b *Batch) HasHash(h uint64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	_, ok := b.pending[h]
+	return ok
+}
+
 // ForEachHash calls fn with the key hash of every record in the batch.
 func (b *Batch) ForEachHash(fn func(h uint64)) {
 	b.mu.RLock()

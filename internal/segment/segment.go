@@ -77,8 +77,11 @@ type Active struct {
 	id       uint32
 	opts     Options
 	capacity int64
-	end      int64 // where the next record goes
-	footer   int64 // bytes of footer entries for what is placed
+	// allocated is how much of the file is preallocated: FirstAllocation at Create, the whole
+	// capacity once the records pass it (Grow).
+	allocated int64
+	end       int64 // where the next record goes
+	footer    int64 // bytes of footer entries for what is placed
 	// f is the buffered descriptor: readers pread from it while the
 	// segment is active and after it is sealed; the footer is written
 	// through it.
@@ -119,7 +122,8 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 	if _, err := f.WriteAt(block, 0); err != nil {
 		return nil, fmt.Errorf("segment: write header of %s: %w", name, err)
 	}
-	if err := f.Allocate(0, capacity); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	a.allocated = FirstAllocation(capacity)
+	if err := f.Allocate(0, a.allocated); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return nil, fmt.Errorf("segment: preallocate %s: %w", name, err)
 	}
 	if opts.Direct {
@@ -164,6 +168,46 @@ func (a *Active) Reserve(n int64, entries int) (off int64, ok bool) {
 	a.end += n
 	a.footer += int64(entries) * EntrySize
 	return off, true
+}
+
+// FirstAllocation is how much of a segment of capacity bytes Create preallocates: half of it, in
+// whole blocks. A cache with two segments being filled at once then holds at most one segment of
+// preallocated space no record uses yet, not two.
+func FirstAllocation(capacity int64) int64 {
+	return min((capacity/2+allocationUnit-1)/allocationUnit*allocationUnit, capacity)
+}
+
+// Allocation is how much of a segment of capacity bytes is preallocated once used bytes of it
+// (header, records, their footer and the trailer: SealedSize) are placed: the first allocation
+// until used passes it, the whole capacity from then on.
+func Allocation(capacity, used int64) int64 {
+	if first := FirstAllocation(capacity); used <= first {
+		return first
+	}
+	return capacity
+}
+
+// allocationUnit is the granularity of preallocation: a file system block.
+const allocationUnit = 4096
+
+// Allocated is how many bytes of the file are preallocated.
+func (a *Active) Allocated() int64 { return a.allocated }
+
+// Grow preallocates what Allocation asks for what is placed so far, and returns the bytes it
+// added (0 if there was no need). A file system that cannot preallocate is not an error: the
+// writes allocate as they go, and the bytes count as added. On any other error nothing is added
+// and Grow may be called again.
+func (a *Active) Grow() (int64, error) {
+	want := Allocation(a.capacity, a.SealedSize())
+	if want <= a.allocated {
+		return 0, nil
+	}
+	if err := a.f.Allocate(a.allocated, want-a.allocated); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return 0, err
+	}
+	n := want - a.allocated
+	a.allocated = want
+	return n, nil
 }
 
 // End is where the records placed so far end: the data end a seal writes.

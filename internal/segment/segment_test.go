@@ -59,8 +59,8 @@ func TestCreateWriteSealRoundTrip(t *testing.T) {
 		if a.ID() != 7 {
 			t.Fatalf("ID = %d", a.ID())
 		}
-		if size := fileSize(t, a.File()); size != capacity {
-			t.Fatalf("size after Create = %d, want the preallocated %d", size, capacity)
+		if size := fileSize(t, a.File()); size != FirstAllocation(capacity) || size != capacity/2 {
+			t.Fatalf("size after Create = %d, want the preallocated first half, %d", size, capacity/2)
 		}
 		if _, err := Create(vfs.Default, dir, 7, capacity, opts); err == nil {
 			t.Fatal("Create of an existing segment succeeded")
@@ -764,4 +764,36 @@ func TestScanStepsOverFreedRecords(t *testing.T) {
 		t.Fatalf("Scan = %+v, want 2 records, nothing skipped, End %d", res, end)
 	}
 	sameEntries(t, got.entries, []Entry{entries[0], entries[2]})
+}
+
+// TestGrow: a segment is created with the first half of its capacity preallocated, and Grow
+// preallocates the rest once what is placed passes that half, once.
+func TestGrow(t *testing.T) {
+	const capacity = 1 << 20
+	a, err := Create(vfs.Default, t.TempDir(), 1, capacity, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Allocated() != capacity/2 {
+		t.Fatalf("Allocated after Create = %d, want %d", a.Allocated(), capacity/2)
+	}
+	if _, ok := a.Reserve(capacity/2-HeaderSize-EntrySize-TrailerSize, 1); !ok {
+		t.Fatal("Reserve up to the first half failed")
+	}
+	if n, err := a.Grow(); n != 0 || err != nil {
+		t.Fatalf("Grow at the first half = %d, %v; want 0", n, err)
+	}
+	if _, ok := a.Reserve(1, 1); !ok {
+		t.Fatal("Reserve past the first half failed")
+	}
+	if n, err := a.Grow(); n != capacity/2 || err != nil {
+		t.Fatalf("Grow past the first half = %d, %v; want %d", n, err, capacity/2)
+	}
+	if size := fileSize(t, a.File()); size != capacity || a.Allocated() != capacity {
+		t.Fatalf("after Grow: size %d, Allocated %d; want %d", size, a.Allocated(), capacity)
+	}
+	if n, err := a.Grow(); n != 0 || err != nil {
+		t.Fatalf("Grow again = %d, %v; want 0", n, err)
+	}
 }
