@@ -618,21 +618,13 @@ func (w *writer) rotate(r region) error {
 	w.sealActive(r)
 	c := w.c
 	id := c.nextSegmentID.Add(1)
-	a, err := segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
-		segment.Options{Direct: c.opts.directWrites(), Sync: c.opts.Fsync})
-	// A full disk: make room by evicting the oldest segments, as MaxSize would, and try again.
-	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
-		evicted, eerr := c.evictOldestSealed()
-		if eerr != nil {
-			w.breakLocked(eerr)
-		}
-		if !evicted {
-			break
-		}
-		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
+	var a *segment.Active
+	err := w.onFullDisk(func() (err error) {
+		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id))) // what a failed try left
 		a, err = segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
 			segment.Options{Direct: c.opts.directWrites(), Sync: c.opts.Fsync})
-	}
+		return err
+	})
 	if err != nil {
 		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
 		return err
@@ -660,26 +652,35 @@ func (w *writer) rotate(r region) error {
 	return nil
 }
 
-// grow preallocates the rest of active segment s once what is placed in it passes its first
-// allocation (segment.Active.Grow), and counts it. On a full disk it evicts the oldest sealed
-// segments and tries again, as rotate does; if that fails too, the writes that follow report
-// it. The caller holds mu.
-func (w *writer) grow(s *segHandle) {
-	c := w.c
-	n, err := s.active.Grow()
+// onFullDisk runs op and, while it fails for a full disk, evicts the oldest sealed segment (making
+// room as MaxSize would) and runs it again, eight times at most. The caller holds mu.
+func (w *writer) onFullDisk(op func() error) error {
+	err := op()
 	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
-		evicted, eerr := c.evictOldestSealed()
+		evicted, eerr := w.c.evictOldestSealed()
 		if eerr != nil {
 			w.breakLocked(eerr)
 		}
 		if !evicted {
 			break
 		}
-		n, err = s.active.Grow()
+		err = op()
 	}
+	return err
+}
+
+// grow preallocates the rest of active segment s once what is placed in it passes its first
+// allocation (segment.Active.Grow), and counts it, evicting on a full disk as rotate does; if
+// that fails too, the writes that follow report it. The caller holds mu.
+func (w *writer) grow(s *segHandle) {
+	var n int64
+	_ = w.onFullDisk(func() (err error) {
+		n, err = s.active.Grow()
+		return err
+	})
 	if n > 0 {
 		s.disk.Add(n)
-		c.addDisk(s, n)
+		w.c.addDisk(s, n)
 	}
 }
 
