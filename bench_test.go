@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +24,11 @@ import (
 
 // readSyscalls returns the process's count of read syscalls (read, pread64, preadv, ...) from
 // /proc/self/io, or -1 where there is no such file.
-func readSyscalls() int64 {
+func readSyscalls() int64 { return procIO("syscr") }
+
+// procIO returns the counter name ("syscr", "write_bytes", ...) of /proc/self/io, or -1 where
+// there is no such file.
+func procIO(name string) int64 {
 	f, err := os.Open("/proc/self/io")
 	if err != nil {
 		return -1
@@ -31,7 +36,7 @@ func readSyscalls() int64 {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "syscr: "); ok {
+		if v, ok := strings.CutPrefix(s.Text(), name+": "); ok {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			return n
 		}
@@ -39,7 +44,6 @@ func readSyscalls() int64 {
 	return -1
 }
 
-// benchKey is a 32-byte key derived from i.
 func benchKey(buf []byte, prefix byte, i uint64) []byte {
 	buf = buf[:32]
 	for j := range buf {
@@ -533,4 +537,42 @@ func rssBytes() int64 {
 		}
 	}
 	return 0
+}
+
+var budgetSeconds = flag.Int("budget.seconds", 60, "how long BenchmarkWriteBudget writes")
+
+// BenchmarkWriteBudget puts 64 KiB blobs as fast as it can for a minute (-budget.seconds) into a
+// cache with a write budget of 32 MiB/s, well below what the disk takes, and reports the rate
+// the cache wrote at as a share of the budget: the bytes its batches wrote (Stats.FlushedBytes)
+// and the bytes the process wrote to the device (write_bytes of /proc/self/io: direct writes,
+// segment headers and footers included). The budget lets one second's worth through at once, so
+// a minute comes to about 61/60 of it. Run with -benchtime=1x.
+func BenchmarkWriteBudget(b *testing.B) {
+	const budget = 32 << 20
+	v := make([]byte, 64<<10-100)
+	var kb [32]byte
+	for b.Loop() {
+		c := open(b, b.TempDir(), WithMaxSize(1<<30), WithWriteBudget(budget))
+		dev0, start := procIO("write_bytes"), time.Now()
+		var i uint64
+		for time.Since(start) < time.Duration(*budgetSeconds)*time.Second {
+			if err := c.Put(benchKey(kb[:], 'w', i), v); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if err := c.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		secs := time.Since(start).Seconds()
+		st := c.Stats()
+		b.ReportMetric(float64(st.FlushedBytes)/secs/budget, "flushed/budget")
+		if dev := procIO("write_bytes"); dev0 >= 0 {
+			b.ReportMetric(float64(dev-dev0)/secs/budget, "device/budget")
+		}
+		b.ReportMetric(float64(st.Declined)/float64(i), "declined/put")
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
