@@ -183,10 +183,10 @@ func optionVariants() []optionVariant {
 	}
 }
 
-// probationTestSegment is the smallest SegmentSize small() allows (its write buffer, a segment
-// header and 1 MiB, rounded up): tests that want two regions in a small cache give MaxSize four
-// of them (minProbationSegments).
-const probationTestSegment = 1152 << 10
+// probationTestSegment is a SegmentSize for tests that want two regions in a small cache: they
+// give MaxSize four of them (minProbationSegments) or more. It holds the largest values the model
+// writes (200 KiB) and is small enough that a few hundred steps evict.
+const probationTestSegment = 512 << 10
 
 // modelOpKind is what a step of a model sequence does.
 type modelOpKind uint8
