@@ -300,3 +300,6 @@ func (c *Cache) punch(s *segHandle, punches []freedRange) {
 }
 
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+
+// fsBlock is the unit a file system allocates a file's space in, as vfs.AllocatedBytes counts it.
+const fsBlock = 4096

@@ -475,8 +475,14 @@ func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error
 	}
 	rotate := !w.fits(r, n, entries)
 	records := n + int64(entries)*segment.EntrySize
-	over := func() bool {
-		held := c.diskBytes.Load() - w.unfilled() - c.sealingTails.Load() + records
+	// over reports whether a bound would be passed; the files counted with the tails of
+	// segments being sealed, or without them (as they will be once the seals are done).
+	over := func(tails bool) bool {
+		files := c.diskBytes.Load()
+		held := files - w.unfilled() - c.sealingTails.Load() + records
+		if !tails {
+			files -= c.sealingTails.Load()
+		}
 		// What the files grow by: a new segment's preallocation, or the rest of the active
 		// one's once these records pass its first half.
 		var grows int64
@@ -487,12 +493,19 @@ func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error
 			a := w.active[r].active
 			grows = segment.Allocation(c.opts.SegmentSize, a.SealedSize()+records) - a.Allocated()
 		}
-		return held > c.opts.MaxSize || c.diskBytes.Load()+grows > c.opts.MaxSize+c.opts.SegmentSize
+		return held > c.opts.MaxSize || files+grows > c.opts.MaxSize+c.opts.SegmentSize
 	}
-	for over() {
+	for over(true) {
 		if w.broken != nil {
 			// No eviction may follow one that failed (see breakLocked).
 			return false, w.broken
+		}
+		if !over(false) && w.tailsWithoutStreams() {
+			// Over only by tails that seals in progress are about to cut off: wait for them
+			// rather than evict, so that what is evicted does not depend on when the seal
+			// goroutine runs.
+			w.cond.Wait()
+			return false, nil
 		}
 		evicted, err := c.evictOldest()
 		if err != nil {
@@ -521,6 +534,21 @@ func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error
 	}
 	w.roomWait.seg = nil
 	return true, nil
+}
+
+// tailsWithoutStreams reports whether segments being sealed hold tails (Cache.sealingTails) and
+// none of them waits for a PutFrom to end before its seal: their seals are then only a sync and
+// a footer away. The caller holds mu.
+func (w *writer) tailsWithoutStreams() bool {
+	if w.c.sealingTails.Load() == 0 {
+		return false
+	}
+	for _, s := range w.c.segs.table.Load().list {
+		if s != nil && s.tail.Load() > 0 && (s.streams > 0 || s.sealDeferred) {
+			return false
+		}
+	}
+	return true
 }
 
 // streamGrace is how long a rotation waits for the PutFrom calls still writing into the oldest
@@ -693,8 +721,11 @@ func (w *writer) sealActive(r region) {
 	}
 	// The segment counts whole until its seal cuts the preallocated tail off (sealSegment): the
 	// files are that large until then, and makeRoom's bound on them must see it. The tail is
-	// noted so that what the records hold (dataBytes, makeRoom) leaves it out meanwhile.
-	if tail := a.disk.Load() - w.activeFinal(r); tail > 0 {
+	// noted so that what the records hold (dataBytes, makeRoom) leaves it out meanwhile: all of
+	// it but the rest of the last block, so that the records count the same before the seal
+	// ends as after (when the file takes whole blocks), and eviction does not depend on when
+	// the seal goroutine gets to run.
+	if tail := a.disk.Load() - alignUp(w.activeFinal(r), fsBlock); tail > 0 {
 		a.tail.Store(tail)
 		w.c.sealingTails.Add(tail)
 	}
