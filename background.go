@@ -118,6 +118,14 @@ func (c *Cache) sweepOrphans() {
 	next := c.nextSegmentID.Load()
 	strays := int64(0)
 	for _, e := range ents {
+		if id, ok := segment.ParseEntryLogName(e.Name()); ok && !e.IsDir() {
+			// An active segment's, or one being sealed, is in use; any other was left behind
+			// (a removal that failed).
+			if s := t.get(id); id < next && (s == nil || s.sealed.Load()) {
+				_ = c.opts.fs.Remove(filepath.Join(c.segDir, e.Name()))
+			}
+			continue
+		}
 		id, ok := segment.ParseFileName(e.Name())
 		switch {
 		case !ok || e.IsDir():

@@ -100,7 +100,7 @@ func (l segmentLayout) commit(j *flushJob) {
 	for _, be := range j.b.Entries() {
 		e := be.Entry
 		e.Offset += uint32(j.base)
-		seg.footer = append(seg.footer, e)
+		seg.active.AddEntry(e)
 		switch e.Kind {
 		case record.KindPut:
 			loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}

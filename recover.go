@@ -24,7 +24,8 @@ import (
 // back there and sealed with a new footer. A read-only cache (Options.ReadOnly) finds the same
 // records and changes nothing (segment.Inspect).
 //
-// Which files are the cache's: in segments/, the files named like segments (NNNNNNNNNN.seg);
+// Which files are the cache's: in segments/, the files named like segments (NNNNNNNNNN.seg) and
+// their entry logs (NNNNNNNNNN.seg.entries, removed: see segment.EntryLogName);
 // in the directory, LOCK, IDENTITY, STATE, bloom.dat and their temporary copies (NAME.tmp).
 // Any other file is a stray: it is left where it is and counted (Stats.StrayFiles). A file
 // with a segment's name whose header is damaged and that holds no record is moved aside (to
@@ -40,6 +41,14 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	for _, e := range ents {
 		if id, ok := segment.ParseFileName(e.Name()); ok && !e.IsDir() {
 			ids = append(ids, id)
+			continue
+		}
+		if _, ok := segment.ParseEntryLogName(e.Name()); ok && !e.IsDir() {
+			// The entry log of a segment a crash left active: scratch (its segment is
+			// scanned), removed now and, if that fails, by the next sweep.
+			if !c.opts.ReadOnly {
+				_ = fs.Remove(filepath.Join(c.segDir, e.Name()))
+			}
 			continue
 		}
 		strays++

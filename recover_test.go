@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -263,5 +264,84 @@ func TestCreationCutShort(t *testing.T) {
 	expect(t, c, "k", []byte("v"))
 	if _, err := os.Stat(filepath.Join(dir, identityFile+".tmp")); !os.IsNotExist(err) {
 		t.Fatalf("temporary identity file left behind: %v", err)
+	}
+}
+
+// TestEntryLogLifecycle: while a segment of small records is active its footer entries wait in
+// its entry log on disk (counted in DiskBytes), not in memory; the seal writes them into the
+// footer and removes the log; a crash leaves the log, which the next open removes, and the
+// segment is scanned with nothing lost.
+func TestEntryLogLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	opts := []Option{WithSegmentSize(16 << 20), WithMaxSize(64 << 20)}
+	c, err := New(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(dir, segDir, "*.entries"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	const n = 20_000 // six chunks of entries, in one segment
+	put := func(c *Cache, from int) {
+		for i := from; i < from+n; i++ {
+			if err := c.Put(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%06d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Drain()
+	}
+	check := func(c *Cache, upTo int) {
+		t.Helper()
+		buf := make([]byte, 16)
+		for i := range upTo {
+			n, err := c.ReadAt(fmt.Appendf(nil, "k%06d", i), buf, 0)
+			if (err != nil && err != io.EOF) || string(buf[:n]) != fmt.Sprintf("v%06d", i) {
+				t.Fatalf("key %d: %q, %v", i, buf[:n], err)
+			}
+		}
+	}
+	put(c, 0)
+	if l := logs(); len(l) != 1 {
+		t.Fatalf("entry logs while the segment is active: %v, want one", l)
+	}
+	files, err := segmentFilesAllocated(filepath.Join(dir, segDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Stats().DiskBytes; files > d+2*fsMetaPerFile {
+		t.Fatalf("files take %d bytes, DiskBytes says %d: the entry log is not counted", files, d)
+	}
+	c.crash()
+	if l := logs(); len(l) != 1 {
+		t.Fatalf("entry logs after a crash: %v, want one", l)
+	}
+	c, err = New(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := logs(); len(l) != 0 {
+		t.Fatalf("entry logs after reopening: %v, want none", l)
+	}
+	check(c, n)
+	put(c, n)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs(); len(l) != 0 {
+		t.Fatalf("entry logs after Close: %v, want none", l)
+	}
+	c, err = New(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	check(c, 2*n)
+	if st := c.Stats(); st.TornTails != 0 || st.CorruptRecord != 0 {
+		t.Fatalf("reopening a closed cache: %d torn tails, %d corrupt: a footer was not written", st.TornTails, st.CorruptRecord)
 	}
 }

@@ -43,10 +43,10 @@ type segHandle struct {
 	// disk is the space this segment counts toward Stats.DiskBytes.
 	disk atomic.Int64
 
-	// footer collects the entries of committed records of an active segment, in order; the
-	// commit goroutine owns it.
-	footer  []segment.Entry
-	dataEnd int64
+	// logSpace is the disk space counted in disk for the entry log of an active segment (where
+	// its footer entries wait for the seal; segment.LogSpace). Guarded by writer.mu.
+	logSpace int64
+	dataEnd  int64
 	// gapAt is where the first batch of the segment that failed to write starts (0: none; no
 	// batch starts at 0). No record behind it is committed (writer.commit). The commit
 	// goroutine owns it.

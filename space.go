@@ -1,10 +1,8 @@
 package blobcache
 
 import (
-	"cmp"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -26,17 +24,12 @@ import (
 // describes data on disk, so a sealed segment, which recovery trusts without reading its values,
 // never holds torn values after a power loss.
 func (c *Cache) seal(s *segHandle, dataEnd int64) {
-	footer := s.footer
-	s.footer = nil
-	// Streamed records are published after batches placed behind them; the footer lists
-	// records in offset order.
-	slices.SortFunc(footer, func(a, b segment.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
 	s.dataEnd = dataEnd
 	s.sealing.Store(true)
 	c.sealers.Add(1)
 	work := func() {
 		defer c.sealers.Done()
-		err := c.sealSegment(s, footer, dataEnd)
+		err := c.sealSegment(s, dataEnd)
 		// Marked sealed even if the footer cannot be written, so eviction can still take it
 		// (the segment is then recovered by scanning on the next open).
 		s.sealed.Store(true)
@@ -58,13 +51,17 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 }
 
 // sealSegment syncs the data of s, writes its footer and counts its sealed size.
-func (c *Cache) sealSegment(s *segHandle, footer []segment.Entry, dataEnd int64) error {
+func (c *Cache) sealSegment(s *segHandle, dataEnd int64) error {
 	err := s.f.Sync()
 	var size int64
 	if err == nil {
 		s.synced.Store(true)
-		size, err = s.active.Seal(footer, dataEnd)
+		size, err = s.active.Seal(dataEnd)
 	}
+	// The entry log is done with: its entries are in the footer, or the segment is left without
+	// one and the next open scans it. A log whose removal fails is removed by the next sweep
+	// (sweepOrphans) or open; until then it is not counted.
+	_ = s.active.DropLog()
 	if err != nil {
 		return fmt.Errorf("blobcache: seal segment %d: %w", s.id, err)
 	}

@@ -587,7 +587,7 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 // already, its index entry. The commit goroutine calls it in seq order.
 func (c *Cache) commitStream(j *flushJob) {
 	e := *j.stream
-	j.seg.footer = append(j.seg.footer, e)
+	j.seg.active.AddEntry(e)
 	if !j.indexed {
 		c.indexStream(e, j.seg.id)
 	}

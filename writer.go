@@ -484,14 +484,16 @@ func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error
 			files -= c.sealingTails.Load()
 		}
 		// What the files grow by: a new segment's preallocation, or the rest of the active
-		// one's once these records pass its first half.
+		// one's once these records pass its first half; and the entry log of their entries.
 		var grows int64
 		if rotate {
 			held += segment.HeaderSize + segment.TrailerSize
-			grows = segment.Allocation(c.opts.SegmentSize, segment.HeaderSize+records+segment.TrailerSize)
+			grows = segment.Allocation(c.opts.SegmentSize, segment.HeaderSize+records+segment.TrailerSize) +
+				segment.LogSpace(int64(entries))
 		} else {
 			a := w.active[r].active
-			grows = segment.Allocation(c.opts.SegmentSize, a.SealedSize()+records) - a.Allocated()
+			grows = segment.Allocation(c.opts.SegmentSize, a.SealedSize()+records) - a.Allocated() +
+				segment.LogSpace(a.Entries()+int64(entries)) - segment.LogSpace(a.Entries())
 		}
 		return held > c.opts.MaxSize || files+grows > c.opts.MaxSize+c.opts.SegmentSize
 	}
@@ -706,6 +708,12 @@ func (w *writer) grow(s *segHandle) {
 		n, err = s.active.Grow()
 		return err
 	})
+	// The entry log the entries of the records placed take on disk until the seal (the seal
+	// counts the sealed file in its place).
+	if l := segment.LogSpace(s.active.Entries()); l > s.logSpace {
+		n += l - s.logSpace
+		s.logSpace = l
+	}
 	if n > 0 {
 		s.disk.Add(n)
 		w.c.addDisk(s, n)

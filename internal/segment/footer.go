@@ -63,25 +63,34 @@ const (
 // (the end of the last record, where the footer starts) to dst.
 func AppendFooter(dst []byte, entries []Entry, dataEnd uint64) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, FooterSize(len(entries)))...)
-	b := dst[start:]
-	for i, e := range entries {
-		p := b[i*EntrySize : (i+1)*EntrySize]
-		binary.LittleEndian.PutUint64(p, e.Hash)
-		binary.LittleEndian.PutUint32(p[entOffOffset:], e.Offset)
-		binary.LittleEndian.PutUint32(p[entOffLength:], e.Length)
-		p[entOffKind] = byte(e.Kind)
-		p[entOffFlags] = e.Flags
+	for _, e := range entries {
+		dst = appendEntry(dst, e)
 	}
-	n := len(entries) * EntrySize
-	t := b[n:]
-	copy(t, footerMagic[:])
+	return appendTrailer(dst, len(entries), dataEnd, record.CRC(dst[start:]))
+}
+
+// appendEntry appends the encoding of e to dst.
+func appendEntry(dst []byte, e Entry) []byte {
+	var p [EntrySize]byte
+	binary.LittleEndian.PutUint64(p[:], e.Hash)
+	binary.LittleEndian.PutUint32(p[entOffOffset:], e.Offset)
+	binary.LittleEndian.PutUint32(p[entOffLength:], e.Length)
+	p[entOffKind] = byte(e.Kind)
+	p[entOffFlags] = e.Flags
+	return append(dst, p[:]...)
+}
+
+// appendTrailer appends the trailer of a footer of n entries, whose bytes have the CRC-32C
+// entriesCRC, after records ending at dataEnd.
+func appendTrailer(dst []byte, n int, dataEnd uint64, entriesCRC uint32) []byte {
+	var t [TrailerSize]byte
+	copy(t[:], footerMagic[:])
 	binary.LittleEndian.PutUint32(t[trOffVersion:], Version)
-	binary.LittleEndian.PutUint32(t[trOffCount:], uint32(len(entries)))
+	binary.LittleEndian.PutUint32(t[trOffCount:], uint32(n))
 	binary.LittleEndian.PutUint64(t[trOffDataEnd:], dataEnd)
-	binary.LittleEndian.PutUint32(t[trOffEntriesCRC:], record.CRC(b[:n]))
+	binary.LittleEndian.PutUint32(t[trOffEntriesCRC:], entriesCRC)
 	binary.LittleEndian.PutUint32(t[trOffCRC:], record.CRC(t[:trOffCRC]))
-	return dst
+	return append(dst, t[:]...)
 }
 
 // DecodeTrailer decodes the footer trailer in b[:TrailerSize], checking
@@ -119,24 +128,33 @@ func DecodeEntries(b []byte, crc uint32) ([]Entry, error) {
 	}
 	entries := make([]Entry, len(b)/EntrySize)
 	for i := range entries {
-		p := b[i*EntrySize : (i+1)*EntrySize]
-		e := Entry{
-			Hash:   binary.LittleEndian.Uint64(p),
-			Offset: binary.LittleEndian.Uint32(p[entOffOffset:]),
-			Length: binary.LittleEndian.Uint32(p[entOffLength:]),
-			Kind:   record.Kind(p[entOffKind]),
-			Flags:  p[entOffFlags],
-		}
-		if e.Kind != record.KindPut && e.Kind != record.KindDelete {
-			return nil, fmt.Errorf("%w: footer entry %d has kind %d", record.ErrBadKind, i, uint8(e.Kind))
-		}
-		if e.Length < record.LegacyHeaderSize {
-			return nil, fmt.Errorf("%w: footer entry %d has record length %d", record.ErrBadLength, i, e.Length)
-		}
-		if p[entOffReserved] != 0 || p[entOffReserved+1] != 0 {
-			return nil, fmt.Errorf("%w: footer entry %d", ErrReserved, i)
+		e, err := decodeEntry(b[i*EntrySize:(i+1)*EntrySize], i)
+		if err != nil {
+			return nil, err
 		}
 		entries[i] = e
 	}
 	return entries, nil
+}
+
+// decodeEntry decodes entry i of a footer from p[:EntrySize]: a put or a delete, at least a
+// record header long, with zero reserved bytes.
+func decodeEntry(p []byte, i int) (Entry, error) {
+	e := Entry{
+		Hash:   binary.LittleEndian.Uint64(p),
+		Offset: binary.LittleEndian.Uint32(p[entOffOffset:]),
+		Length: binary.LittleEndian.Uint32(p[entOffLength:]),
+		Kind:   record.Kind(p[entOffKind]),
+		Flags:  p[entOffFlags],
+	}
+	if e.Kind != record.KindPut && e.Kind != record.KindDelete {
+		return Entry{}, fmt.Errorf("%w: footer entry %d has kind %d", record.ErrBadKind, i, uint8(e.Kind))
+	}
+	if e.Length < record.LegacyHeaderSize {
+		return Entry{}, fmt.Errorf("%w: footer entry %d has record length %d", record.ErrBadLength, i, e.Length)
+	}
+	if p[entOffReserved] != 0 || p[entOffReserved+1] != 0 {
+		return Entry{}, fmt.Errorf("%w: footer entry %d", ErrReserved, i)
+	}
+	return e, nil
 }

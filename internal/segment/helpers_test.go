@@ -290,3 +290,11 @@ func wantCorruptionAt(t testing.TB, res ScanResult, name string, off int64, want
 		t.Fatalf("error %q does not give both checksums", msg)
 	}
 }
+
+// sealWith adds entries to a's footer and seals it at dataEnd.
+func sealWith(a *Active, entries []Entry, dataEnd int64) (int64, error) {
+	for _, e := range entries {
+		a.AddEntry(e)
+	}
+	return a.Seal(dataEnd)
+}

@@ -22,7 +22,7 @@ func TestRecover(t *testing.T) {
 
 	t.Run("sealed", func(t *testing.T) {
 		dir, a := writeUnsealed(t, data, 1<<20)
-		if _, err := a.Seal(entries, end); err != nil {
+		if _, err := sealWith(a, entries, end); err != nil {
 			t.Fatal(err)
 		}
 		rec, err := Recover(vfs.Default, dir, 1, false)
@@ -102,7 +102,7 @@ func TestVerify(t *testing.T) {
 	}
 	data, entries, end := layout(recs)
 	dir, a := writeUnsealed(t, data, 1<<20)
-	if _, err := a.Seal(entries, end); err != nil {
+	if _, err := sealWith(a, entries, end); err != nil {
 		t.Fatal(err)
 	}
 	victim := entries[len(entries)/2]

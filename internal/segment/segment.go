@@ -89,6 +89,8 @@ type Active struct {
 	// direct is the O_DIRECT descriptor batches are written through, nil
 	// without Options.Direct and after Seal.
 	direct vfs.File
+	// log holds the footer entries of the records committed so far (AddEntry).
+	log    entryLog
 	sealed bool
 }
 
@@ -106,6 +108,7 @@ func Create(fs vfs.FS, dir string, id uint32, capacity int64, opts Options) (_ *
 		return nil, fmt.Errorf("segment: create: %w", err)
 	}
 	a := &Active{id: id, opts: opts, f: f, capacity: capacity, end: HeaderSize}
+	a.log = entryLog{fs: fs, name: filepath.Join(dir, EntryLogName(id))}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -278,16 +281,31 @@ func (a *Active) Sync() error {
 	return nil
 }
 
-// Seal writes the footer for entries (one per put and delete record, in
-// record order) at dataEnd, the end of the last record, and truncates the
-// file there; see WriteFooter. It closes the direct descriptor; File stays
-// open. On error the segment stays active and Seal may be retried.
-func (a *Active) Seal(entries []Entry, dataEnd int64) (size int64, err error) {
+// AddEntry adds the footer entry of a committed record (a put or a delete, in the order they
+// are committed: records placed behind a streamed record may come before it). The entry is
+// kept in the entry log, not in memory, until Seal. A failure to log it makes Seal fail.
+func (a *Active) AddEntry(e Entry) { a.log.add(e) }
+
+// Entries is how many footer entries the records placed so far need.
+func (a *Active) Entries() int64 { return a.footer / EntrySize }
+
+// Seal writes the footer of the entries added (in record order) at dataEnd,
+// the end of the last record, and truncates the file there; see
+// WriteFooter. It closes the direct descriptor; File stays open. On error
+// the segment stays active and Seal may be retried. DropLog removes the
+// entry log, sealed or not.
+func (a *Active) Seal(dataEnd int64) (size int64, err error) {
 	if a.sealed {
 		return 0, fmt.Errorf("%w: seal %s", ErrSealed, a.f.Name())
 	}
-	size, err = WriteFooter(a.f, entries, dataEnd, a.opts.Sync)
-	if err != nil {
+	if err := checkDataEnd(dataEnd); err != nil {
+		return 0, fmt.Errorf("segment: cannot seal %s: %w", a.f.Name(), err)
+	}
+	w := newFooterWriter(a.f, dataEnd)
+	if err := a.log.each(w.add); err != nil {
+		return 0, err
+	}
+	if size, err = w.finish(a.opts.Sync); err != nil {
 		return 0, err
 	}
 	a.sealed = true
@@ -297,6 +315,10 @@ func (a *Active) Seal(entries []Entry, dataEnd int64) (size int64, err error) {
 	}
 	return size, err
 }
+
+// DropLog removes the entry log: after Seal, or when the segment will not be sealed (a crash
+// cannot be told from that, and recovery removes the logs a crash leaves).
+func (a *Active) DropLog() error { return a.log.drop() }
 
 // Close closes the segment's descriptors.
 func (a *Active) Close() error {
@@ -308,53 +330,13 @@ func (a *Active) Close() error {
 	if cerr := a.f.Close(); err == nil {
 		err = cerr
 	}
+	if a.log.f != nil {
+		if cerr := a.log.f.Close(); err == nil {
+			err = cerr
+		}
+		a.log.f = nil
+	}
 	return err
-}
-
-// WriteFooter writes the hint footer for entries at dataEnd, truncates f to
-// dataEnd+20n+32 so the trailer ends the file, and with sync makes it
-// durable. A crash part way leaves no trailer at the end of the file (or
-// one whose checks fail), so the segment reads as unsealed and Scan
-// recovers it.
-func WriteFooter(f vfs.File, entries []Entry, dataEnd int64, sync bool) (size int64, err error) {
-	if err := checkEntries(entries, dataEnd); err != nil {
-		return 0, fmt.Errorf("segment: cannot seal %s: %w", f.Name(), err)
-	}
-	footer := AppendFooter(nil, entries, uint64(dataEnd))
-	size = dataEnd + int64(len(footer))
-	if _, err := f.WriteAt(footer, dataEnd); err != nil {
-		return 0, fmt.Errorf("segment: write footer of %s: %w", f.Name(), err)
-	}
-	if err := f.Truncate(size); err != nil {
-		return 0, fmt.Errorf("segment: truncate %s to its footer: %w", f.Name(), err)
-	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return 0, fmt.Errorf("segment: sync footer of %s: %w", f.Name(), err)
-		}
-	}
-	return size, nil
-}
-
-// checkEntries checks what a footer may hold: puts and deletes in record
-// order, not overlapping, between the header block and dataEnd.
-func checkEntries(entries []Entry, dataEnd int64) error {
-	if dataEnd < HeaderSize || dataEnd > MaxSize {
-		return fmt.Errorf("%w: data end %d outside [%d, %d]", record.ErrBadLength, dataEnd, HeaderSize, int64(MaxSize))
-	}
-	next := int64(HeaderSize)
-	for i, e := range entries {
-		if e.Kind != record.KindPut && e.Kind != record.KindDelete {
-			return fmt.Errorf("%w: footer entry %d has kind %v", record.ErrBadKind, i, e.Kind)
-		}
-		start, end := int64(e.Offset), int64(e.Offset)+int64(e.Length)
-		if start < next || e.Length < record.LegacyHeaderSize || end > dataEnd {
-			return fmt.Errorf("%w: footer entry %d covers [%d, %d), want a record of at least %d bytes in [%d, %d)",
-				record.ErrBadLength, i, start, end, record.LegacyHeaderSize, next, dataEnd)
-		}
-		next = end
-	}
-	return nil
 }
 
 // FreedRange is the part of the record [off, off+length) that is punched out once the record is

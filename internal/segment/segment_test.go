@@ -107,7 +107,7 @@ func TestCreateWriteSealRoundTrip(t *testing.T) {
 		}
 		sameEntries(t, before.entries, wantEntries)
 
-		size, err := a.Seal(wantEntries, dataEnd)
+		size, err := sealWith(a, wantEntries, dataEnd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestCreateWriteSealRoundTrip(t *testing.T) {
 		if err := a.WriteBatch(bufs[0], dataEnd); !errors.Is(err, ErrSealed) {
 			t.Fatalf("WriteBatch after Seal = %v, want ErrSealed", err)
 		}
-		if _, err := a.Seal(wantEntries, dataEnd); !errors.Is(err, ErrSealed) {
+		if _, err := sealWith(a, wantEntries, dataEnd); !errors.Is(err, ErrSealed) {
 			t.Fatalf("second Seal = %v, want ErrSealed", err)
 		}
 		// File stays readable after Seal.
@@ -470,7 +470,7 @@ func TestSealCrash(t *testing.T) {
 	recs := randomRecs(rng, 60, 50) // enough entries for a footer over several sectors
 	data, entries, dataEnd := layout(recs)
 	dir, a := writeUnsealed(t, data, 1<<20)
-	size, err := a.Seal(entries, dataEnd)
+	size, err := sealWith(a, entries, dataEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,7 +709,7 @@ func TestDirect(t *testing.T) {
 	}
 	sameEntries(t, got.entries, all)
 
-	size, err := a.Seal(all, dataEnd)
+	size, err := sealWith(a, all, dataEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
