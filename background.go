@@ -96,10 +96,10 @@ func (c *Cache) rebuildBloom() {
 	f := bloom.New(n, c.opts.BloomBitsPerKey)
 	c.bloomNext.Store(f)
 	if c.w != nil {
-		c.w.forEachPendingHash(f.Add)
+		c.w.forEachPendingHash(func(h uint64) { f.Add(bloomHash(h)) })
 	}
 	c.idx.Range(func(h uint64, _ index.Loc) bool {
-		f.Add(h)
+		f.Add(bloomHash(h))
 		return true
 	})
 	c.bloom.Store(f)
@@ -160,7 +160,7 @@ func (c *Cache) loadBloom(stamp bloom.Stamp) {
 	n := max(uint64(c.opts.ExpectedBlobs), 2*uint64(c.idx.Len()))
 	f := bloom.New(n, c.opts.BloomBitsPerKey)
 	c.idx.Range(func(h uint64, _ index.Loc) bool {
-		f.Add(h)
+		f.Add(bloomHash(h))
 		return true
 	})
 	c.bloom.Store(f)
@@ -169,7 +169,7 @@ func (c *Cache) loadBloom(stamp bloom.Stamp) {
 // saveBloom writes the filter with the stamp of the data it describes. Called by Close after the
 // last segment is sealed.
 func (c *Cache) saveBloom() error {
-	stamp := bloom.Stamp{identityVersion, uint64(c.idx.Len())}
+	stamp := bloom.Stamp{bloomFormat, uint64(c.idx.Len())}
 	if all := c.segs.all(); len(all) > 0 {
 		last := all[len(all)-1]
 		stamp[2] = uint64(last.id)

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/cputime"
+	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
 // readSyscalls returns the process's count of read syscalls (read, pread64, preadv, ...) from
@@ -403,9 +406,10 @@ func BenchmarkPut1MiB(b *testing.B) {
 }
 
 // BenchmarkCapacity is seed 001's capacity test: load N blobs of 100 bytes under 32-byte keys,
-// then report the load rate, RAM per blob (index + bloom, the Go heap and the RSS, right after the
-// load, with the open segment, and after a reopen), reopen time after a
-// clean close and after a crash, and cold and hot random Get latency. Run with -benchtime=1x.
+// then report the load rate, RAM per blob (index + bloom, and the growth of the Go heap and of
+// the RSS less the cache's buffers: after the last Put with batches in flight, after Drain with
+// the segment open, and after a reopen), reopen time after a clean close and after a crash, and
+// cold and hot random Get latency. Run with -benchtime=1x.
 func BenchmarkCapacity(b *testing.B) {
 	for _, n := range []int{1_000_000, 3_000_000, 10_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
@@ -416,8 +420,21 @@ func BenchmarkCapacity(b *testing.B) {
 	}
 }
 
+// distinctInIndex is how many entries the index holds for capacity's n keys: keys whose hashes
+// agree on the bits the index keeps (index.Canonical) share one, a few in millions.
+func distinctInIndex(n int) int64 {
+	var kb [32]byte
+	hs := make([]uint64, n)
+	for i := range hs {
+		hs[i] = index.Canonical(record.KeyHash(benchKey(kb[:], 'c', uint64(i))))
+	}
+	slices.Sort(hs)
+	return int64(len(slices.Compact(hs)))
+}
+
 func capacity(b *testing.B, n int) {
 	dir := b.TempDir()
+	blobs := distinctInIndex(n) // before the baseline: it allocates
 	runtime.GC()
 	debug.FreeOSMemory()
 	var m0 runtime.MemStats
@@ -429,23 +446,34 @@ func capacity(b *testing.B, n int) {
 	}
 	v := make([]byte, 100)
 	var kb [32]byte
+	var m1 runtime.MemStats
+	// perBlob reports the heap and the RSS grown since before New, per blob of k, less the
+	// buffers the cache holds whatever the number of blobs (write and read buffers, reported
+	// as Stats.BufferBytes and ReadBufferBytes, and let go when idle): RAM per blob.
+	perBlob := func(k int, name string) {
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		st := c.Stats()
+		buffers := st.BufferBytes + st.ReadBufferBytes
+		b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)-buffers)/float64(k), name+"-heap-B/blob")
+		b.ReportMetric(float64(rssBytes()-rss0-buffers)/float64(k), name+"-rss-B/blob")
+	}
 	start := time.Now()
 	for i := range n {
 		binary.LittleEndian.PutUint64(v, uint64(i))
 		if err := c.Put(benchKey(kb[:], 'c', uint64(i)), v); err != nil {
 			b.Fatal(err)
 		}
+		if i == n-1 {
+			perBlob(n, "writing") // the segment open, batches in flight
+		}
 	}
 	c.Drain()
 	load := time.Since(start)
-	runtime.GC()
-	var m1 runtime.MemStats
-	runtime.ReadMemStats(&m1)
+	perBlob(n, "loaded")
 	st := c.Stats()
 	b.ReportMetric(float64(n)/load.Seconds(), "puts/s")
 	b.ReportMetric(float64(st.IndexBytes+st.BloomBytes)/float64(n), "index+bloom-B/blob")
-	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "loaded-heap-B/blob")
-	b.ReportMetric(float64(rssBytes()-rss0)/float64(n), "loaded-rss-B/blob")
 	hot := func() time.Duration {
 		buf := make([]byte, 100)
 		const reads = 20000
@@ -473,12 +501,9 @@ func capacity(b *testing.B, n int) {
 	}
 	b.ReportMetric(time.Since(t0).Seconds(), "reopen-s")
 	// After a reopen the heap holds the index and the filter (no write buffer yet).
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(n), "reopened-heap-B/blob")
-	b.ReportMetric(float64(rssBytes()-rss0)/float64(n), "reopened-rss-B/blob")
-	if c.Stats().Blobs != int64(n) {
-		b.Fatalf("reopened with %d blobs, want %d", c.Stats().Blobs, n)
+	perBlob(n, "reopened")
+	if c.Stats().Blobs != blobs {
+		b.Fatalf("reopened with %d blobs, want %d", c.Stats().Blobs, blobs)
 	}
 	if os.Geteuid() == 0 {
 		exec.Command("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches").Run()

@@ -513,9 +513,23 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	return err
 }
 
+// bloomHash is what the bloom filter takes for key hash h. The index keeps only part of h
+// (index.Canonical), and the filter is rebuilt from the index (rebuildBloom), so it takes the
+// index's part of h too, mixed again (index.FilterHash). bloomFormat says so in a saved filter's
+// stamp.
+func bloomHash(h uint64) uint64 { return index.FilterHash(h) }
+
+// bloomFormat is the first word of a saved filter's stamp: the directory format, and in bits 16
+// up how the filter's keys are hashed (1: bloomHash). A filter saved with other keys is rebuilt.
+const bloomFormat = identityVersion | 1<<16
+
+// mayHold reports whether the bloom filter may hold the key of hash h.
+func (c *Cache) mayHold(h uint64) bool { return c.bloom.Load().Test(bloomHash(h)) }
+
 // bloomAdd adds h to the filter, and to the one being rebuilt if any. Loading next before the
 // current filter is what keeps a rebuild from losing a key (see rebuildBloom).
 func (c *Cache) bloomAdd(h uint64) {
+	h = bloomHash(h)
 	next := c.bloomNext.Load()
 	c.bloom.Load().Add(h)
 	if next != nil {
@@ -537,7 +551,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	}
 	// Only a key the cache may hold gets a tombstone.
 	h := record.KeyHash(key)
-	if !c.bloom.Load().Test(h) {
+	if !c.mayHold(h) {
 		return nil
 	}
 	var l keyLookup

@@ -287,7 +287,7 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 		maxSeq = max(maxSeq, f.seq)
 	}
 	c.blobSeq.Store(maxSeq)
-	return bloom.Stamp{identityVersion, uint64(c.idx.Len()), maxSeq, 1}, nil
+	return bloom.Stamp{bloomFormat, uint64(c.idx.Len()), maxSeq, 1}, nil
 }
 
 func cmpSeq(a, b uint64) int {

@@ -140,7 +140,7 @@ func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
 		}
 		m.version = v
 	}
-	if !c.bloom.Load().Test(h) {
+	if !c.mayHold(h) {
 		return nil // never stored
 	}
 	var l keyLookup

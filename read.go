@@ -41,7 +41,7 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
-	if !c.bloom.Load().Test(h) {
+	if !c.mayHold(h) {
 		st.bloomRejects.Add(1)
 		return nil, false
 	}
@@ -83,7 +83,7 @@ func (c *Cache) MayContain(keys [][]byte, out []bool) {
 	for base := 0; base < len(keys); base += getManyBatch {
 		batch := keys[base:min(base+getManyBatch, len(keys))]
 		for i, k := range batch {
-			hs[i] = record.KeyHash(k)
+			hs[i] = bloomHash(record.KeyHash(k))
 		}
 		may := out[base : base+len(batch)]
 		c.bloom.Load().TestMany(hs[:len(batch)], may)
@@ -278,7 +278,7 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
-	if !c.bloom.Load().Test(h) {
+	if !c.mayHold(h) {
 		st.bloomRejects.Add(1)
 		return 0, ErrNotFound
 	}
@@ -455,7 +455,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		return BlobInfo{}, ErrClosed
 	}
 	h := record.KeyHash(key)
-	if !c.bloom.Load().Test(h) {
+	if !c.mayHold(h) {
 		return BlobInfo{}, ErrNotFound
 	}
 	var l keyLookup

@@ -58,7 +58,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	slices.Sort(ids)
 	var last *segHandle
 	for _, id := range ids {
-		s, entries, err := c.recoverSegment(id)
+		s, rec, err := c.recoverSegment(id)
 		if err != nil {
 			return bloom.Stamp{}, err
 		}
@@ -69,12 +69,14 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		c.segs.add(s)
 		c.segs.mu.Unlock()
 		last = s
-		c.loadIndex(entries, id)
+		if err := c.loadIndex(rec, id); err != nil {
+			return bloom.Stamp{}, fmt.Errorf("blobcache: recover %s: %w", filepath.Join(c.segDir, segment.FileName(id)), err)
+		}
 	}
 	if len(ids) > 0 {
 		c.nextSegmentID.Store(ids[len(ids)-1])
 	}
-	stamp := bloom.Stamp{identityVersion, uint64(c.idx.Len())}
+	stamp := bloom.Stamp{bloomFormat, uint64(c.idx.Len())}
 	if last != nil {
 		stamp[2] = uint64(last.id)
 		stamp[3] = uint64(last.dataEnd)
@@ -82,27 +84,38 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 	return stamp, nil
 }
 
-// loadIndex applies the entries of recovered segment id to the index in one bulk Apply (each
-// index lock taken once, the work spread over the processors). Segments are applied one at a
-// time, oldest first, as they are read, so that what recovery holds besides the index is one
-// segment's entries, not every segment's.
-func (c *Cache) loadIndex(entries []segment.Entry, id uint32) {
-	ops := make([]index.Op, 0, len(entries))
-	for _, e := range entries {
+// loadIndex applies the entries of recovered segment id to the index in bulk Apply calls of
+// loadBatch entries (each index lock taken once a call, the work spread over the processors).
+// Segments are applied one at a time, oldest first, as they are read, and a footer is read a
+// chunk at a time (segment.Recovered.Each), so that what recovery holds besides the index is a
+// batch of entries, not a segment's, let alone every segment's. An error is a footer that could
+// not be read back: some of its entries may be applied, and New fails.
+func (c *Cache) loadIndex(rec *segment.Recovered, id uint32) error {
+	ops := make([]index.Op, 0, min(rec.Count(), loadBatch))
+	err := rec.Each(func(e segment.Entry) error {
 		switch e.Kind {
 		case record.KindPut:
 			ops = append(ops, index.Op{Hash: e.Hash, Loc: index.Loc{Segment: id, Offset: e.Offset, Length: e.Length}})
 		case record.KindDelete:
 			ops = append(ops, index.Op{Hash: e.Hash, Delete: true})
 		}
-	}
+		if len(ops) == loadBatch {
+			c.idx.Apply(ops)
+			ops = ops[:0]
+		}
+		return nil
+	})
 	c.idx.Apply(ops)
+	return err
 }
 
+// loadBatch is how many entries recovery applies to the index at a time.
+const loadBatch = 1 << 16
+
 // recoverSegment recovers segment id (segment.Recover), counts and notes what recovery met, and
-// returns the segment's handle and entries, or nil if the file is not a usable segment (it is
-// then removed).
-func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
+// returns the segment's handle and what recovery found, or nil if the file is not a usable
+// segment (it is then removed).
+func (c *Cache) recoverSegment(id uint32) (*segHandle, *segment.Recovered, error) {
 	path := filepath.Join(c.segDir, segment.FileName(id))
 	var rec *segment.Recovered
 	var err error
@@ -136,7 +149,7 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 	// writer runs (New writes their tombstones), so that none falls back to an older record.
 	c.lost = append(c.lost, rec.Lost...)
 	f := rec.File
-	if rec.HeaderUnwritten && len(rec.Entries) == 0 {
+	if rec.HeaderUnwritten && rec.Count() == 0 {
 		// A segment a crash left before anything was written to it.
 		f.Close()
 		c.removeOrphan(path)
@@ -154,7 +167,7 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, []segment.Entry, error) {
 		s.disk.Store(vfs.AllocatedBytes(fi))
 	}
 	c.addDisk(s, s.disk.Load())
-	return s, rec.Entries, nil
+	return s, rec, nil
 }
 
 // removeOrphan removes a file of the cache's own that nothing uses any more (the remains of a

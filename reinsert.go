@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -161,26 +162,27 @@ func (r *reinserter) scan(s *segHandle) {
 	if err != nil {
 		return
 	}
-	entries, _, err := segment.ReadFooter(s.f, fi.Size())
+	count, dataEnd, err := segment.CheckFooter(s.f, fi.Size())
 	if err != nil {
 		return // no footer (a seal that failed): nothing is reinserted from it
 	}
 	perBlob := c.diskBytes.Load() / int64(max(c.idx.Len(), 1))
-	for _, e := range entries {
+	// The footer is read a chunk at a time: a segment of small records has millions of entries.
+	_ = segment.EachFooterEntry(s.f, dataEnd, count, func(e segment.Entry) error {
 		if e.Kind != record.KindPut {
-			continue
+			return nil
 		}
 		loc := index.Loc{Segment: s.id, Offset: e.Offset, Length: e.Length}
 		hits := c.idx.Hits(e.Hash, loc)
 		if hits == 0 {
-			continue
+			return nil
 		}
 		if !r.worthCopying(s.region, int64(e.Length), hits, perBlob) {
 			c.stats.reinsertDropped.Add(1)
-			continue
+			return nil
 		}
 		if r.stopping() || c.segs.table.Load().get(s.id) != s {
-			return // closing, or evicted: too late for the rest
+			return errStopScan // closing, or evicted: too late for the rest
 		}
 		// A copy in main keeps its count less one, as a 2-bit CLOCK does; one promoted from
 		// probation starts at 0, as in S3-FIFO.
@@ -189,8 +191,12 @@ func (r *reinserter) scan(s *segHandle) {
 			keep = 0
 		}
 		r.copyRecord(s, e.Hash, loc, uint8(keep))
-	}
+		return nil
+	}) // an error is the stop, or a footer that no longer reads: nothing more is copied
 }
+
+// errStopScan ends a walk over a footer early.
+var errStopScan = errors.New("blobcache: footer walk stopped")
 
 // worthCopying is the policy's choice for a record of n bytes, hit hits times, in a segment of
 // region reg about to be evicted, when the cache holds perBlob bytes of disk a blob:

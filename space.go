@@ -176,17 +176,18 @@ func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, _, err := segment.ReadFooter(s.f, fi.Size())
+	count, dataEnd, err := segment.CheckFooter(s.f, fi.Size())
 	if err != nil {
 		return nil, err
 	}
-	hashes := make([]uint64, 0, len(entries))
-	for _, e := range entries {
+	hashes := make([]uint64, 0, count)
+	err = segment.EachFooterEntry(s.f, dataEnd, count, func(e segment.Entry) error {
 		if e.Kind == record.KindPut {
 			hashes = append(hashes, e.Hash)
 		}
-	}
-	return hashes, nil
+		return nil
+	})
+	return hashes, err
 }
 
 // freeRecord notes that the record at loc is no longer referenced (overwritten or deleted by a

@@ -3,6 +3,7 @@ package batch
 import (
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -44,6 +45,8 @@ type Batch struct {
 	size    int64    // stream length
 	entries []Entry
 	pending map[uint64]int32 // key hash -> index of its newest entry
+	// pendingPeak is the most keys pending has held: a map keeps its room after clear.
+	pendingPeak int
 
 	chunks [][]byte // arena chunks, kept across Reset
 	cur    int      // chunk being filled
@@ -69,8 +72,10 @@ func (b *Batch) Size() int64 {
 	return b.size
 }
 
-// Capacity is the memory the batch's arena holds, used or not: chunks are kept across Reset
-// (in direct mode, one buffer of the limit). Safe to call concurrently with Append.
+// Capacity is the memory the batch holds, used or not, all of it kept across Reset: its arena
+// (in direct mode, one buffer of the limit) and what indexes its records (their entries and the
+// map of their hashes; a batch of small records holds many). Safe to call concurrently with
+// Append.
 func (b *Batch) Capacity() int64 {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -78,8 +83,12 @@ func (b *Batch) Capacity() int64 {
 	for _, c := range b.chunks {
 		n += int64(len(c))
 	}
-	return n
+	return n + int64(cap(b.entries))*int64(unsafe.Sizeof(Entry{})) + int64(b.pendingPeak)*mapSlotBytes
 }
+
+// mapSlotBytes is about what a map[uint64]int32 takes per key: a 16-byte slot and its control
+// byte, at the load its tables keep. An estimate (the runtime does not say), for Capacity.
+const mapSlotBytes = 20
 
 // Len is the number of records appended so far.
 func (b *Batch) Len() int { return len(b.entries) }
@@ -142,6 +151,7 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, co
 		ClientFlags: hdr.ClientFlags,
 	})
 	b.pending[h] = int32(len(b.entries) - 1)
+	b.pendingPeak = max(b.pendingPeak, len(b.pending))
 	b.mu.Unlock()
 }
 

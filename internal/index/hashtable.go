@@ -2,7 +2,6 @@ package index
 
 import (
 	"math"
-	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -15,8 +14,11 @@ const (
 	shardBits = 8
 	numShards = 1 << shardBits
 
-	// slotBytes is the memory of one slot: the hash in one array, the Loc in the other.
-	slotBytes = int(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(Loc{}))
+	// slotBytes is the memory of one slot: the tag in one array, the Loc in the other.
+	slotBytes = int(unsafe.Sizeof(uint32(0)) + unsafe.Sizeof(Loc{}))
+
+	// tagShift places a shard's tag in a canonical hash: the 32 bits below the shard bits.
+	tagShift = 64 - shardBits - 32
 
 	// minShardCap is the smallest shard. At 7/8 load it still has an empty slot, and an
 	// empty slot is what ends every probe.
@@ -33,19 +35,20 @@ const (
 // HashTable is the default Index: 256 shards, each an open-addressing table with linear probing,
 // selected by the top 8 bits of the hash.
 //
-// A slot costs 20 bytes (an 8-byte hash in hashes, a 12-byte Loc in locs) and a two-bit hit
-// count (marks, see Touch). Both arrays hold no
-// pointers, so the garbage collector never scans them, whatever their size. A probe walks hashes
-// alone, 8 per cache line, and reads locs once, on a hit.
+// A slot costs 16 bytes (a 4-byte tag in tags, a 12-byte Loc in locs) and a two-bit hit count
+// (marks, see Touch). The shard and the tag are the 40 bits of a hash the index keeps (see
+// Canonical): the shard's 8 bits are where the entry is, so the slot stores only the next 32.
+// Both arrays hold no pointers, so the garbage collector never scans them, whatever their size.
+// A probe walks tags alone, 16 per cache line, and reads locs once, on a hit.
 //
 // Memory against probe length: a shard grows when its load would pass 7/8, by 1.25x, so its load
 // stays between 0.7 (just grown; the allocator's rounding, see allocWords, moves that by a few
-// percent) and 0.875, and the table costs 20/0.875 = 22.9 to about 20/0.7 = 28.6 bytes per entry
-// at every size; doubling would swing between 22.9 and 45.7. TestMemoryPerEntry checks <= 29 from
-// 1M to 5M entries. The price is long probes near the top of that band: with linear probing a hit
-// reads about (1+1/(1-a))/2 slots, 4.5 at a = 0.875, and a miss about (1+1/(1-a)^2)/2, 32.5 at
-// a = 0.875, that is four or five cache lines of hashes read in sequence (TestProbeLengths
-// measures both). Hits stay short, and most misses never reach the index: the cache's bloom filter
+// percent) and 0.875, and the table costs 16/0.875 = 18.3 to about 16/0.7 = 22.9 bytes per entry
+// at every size; doubling would swing between 18.3 and 36.6. TestMemoryPerEntry checks the band
+// from 1M to 5M entries. The price is long probes near the top of that band: with linear probing
+// a hit reads about (1+1/(1-a))/2 slots, 4.5 at a = 0.875, and a miss about (1+1/(1-a)^2)/2,
+// 32.5 at a = 0.875, that is two or three cache lines of tags read in sequence
+// (TestProbeLengths measures both). Hits stay short, and most misses never reach the index: the cache's bloom filter
 // answers them first. An insert is a miss too, and growing by 1.25x moves each entry about 4 times
 // over the table's life instead of once; both are paid on the write path, which is batched behind
 // segment writes, and a capacity hint avoids the moves.
@@ -68,16 +71,17 @@ type shard struct {
 // more than the word, and none once the count is at MaxHits), cleared when the slot gets a new
 // location, moved with its entry. It costs 1/4 byte per slot.
 //
-// Invariants: len(hashes) == len(locs) >= minShardCap; len(marks) == (len(hashes)+31)/32;
-// hashes[i] == 0 marks an empty slot (and then locs[i] is zero and its mark clear); count is the number of non-empty slots and count*8 <= len(hashes)*7, so at
-// least one slot is empty; every entry sits in the probe run that starts at its home slot, with no
+// Invariants: len(tags) == len(locs) >= minShardCap; len(marks) == (len(tags)+31)/32; tags[i]
+// == 0 marks an empty slot (and then locs[i] is zero and its mark clear; no hash has tag 0, see
+// Canonical); count is the number of non-empty slots and count*8 <= len(tags)*7, so at least
+// one slot is empty; every entry sits in the probe run that starts at its home slot, with no
 // empty slot between its home and itself (going forward, wrapping at the end).
 type shardTable struct {
 	sync.RWMutex
-	hashes []uint64
-	locs   []Loc
-	marks  []atomic.Uint64
-	count  int
+	tags  []uint32
+	locs  []Loc
+	marks []atomic.Uint64
+	count int
 }
 
 // NewHashTable returns an empty HashTable sized to hold capacityHint entries without growing.
@@ -86,7 +90,7 @@ func NewHashTable(capacityHint int) *HashTable {
 	t := new(HashTable)
 	c := shardCapFor(capacityHint)
 	for i := range t.shards {
-		t.shards[i].mu.resize(c)
+		t.shards[i].mu.resize(c, true)
 	}
 	return t
 }
@@ -104,16 +108,23 @@ func shardCapFor(hint int) int {
 	return max(int(math.Ceil(n*maxLoadDen/maxLoadNum)), minShardCap)
 }
 
-func (t *HashTable) shard(h uint64) *shardTable {
+// shard returns h's shard and its tag there.
+func (t *HashTable) shard(h uint64) (*shardTable, uint32) {
 	checkHash(h)
-	return &t.shards[h>>(64-shardBits)].mu
+	return &t.shards[h>>(64-shardBits)].mu, tagOf(h)
 }
+
+// tagOf is the part of h a slot stores: the 32 bits below the shard bits of Canonical(h), never 0.
+func tagOf(h uint64) uint32 { return uint32(Canonical(h) >> tagShift) }
+
+// hashOf is the canonical hash of the entry with tag in shard sh.
+func hashOf(sh int, tag uint32) uint64 { return uint64(sh)<<(64-shardBits) | uint64(tag)<<tagShift }
 
 // Get returns the location stored for h.
 func (t *HashTable) Get(h uint64) (Loc, bool) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.RLock()
-	i, ok := s.find(h)
+	i, ok := s.find(tag)
 	var loc Loc
 	if ok {
 		loc = s.locs[i]
@@ -125,9 +136,9 @@ func (t *HashTable) Get(h uint64) (Loc, bool) {
 // Touch counts a hit on h's entry if its location is loc. It takes the shard's read lock and
 // allocates nothing; once the count is at MaxHits it writes nothing either.
 func (t *HashTable) Touch(h uint64, loc Loc) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.RLock()
-	if i, ok := s.find(h); ok && s.locs[i] == loc {
+	if i, ok := s.find(tag); ok && s.locs[i] == loc {
 		w, sh := &s.marks[i/slotsPerMarkWord], markShift(i)
 		for {
 			old := w.Load()
@@ -144,10 +155,10 @@ func (t *HashTable) Accessed(h uint64, loc Loc) bool { return t.Hits(h, loc) > 0
 
 // Hits returns h's hit count if its location is loc, else 0.
 func (t *HashTable) Hits(h uint64, loc Loc) int {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.RLock()
 	n := 0
-	if i, ok := s.find(h); ok && s.locs[i] == loc {
+	if i, ok := s.find(tag); ok && s.locs[i] == loc {
 		n = s.hits(i)
 	}
 	s.RUnlock()
@@ -156,9 +167,9 @@ func (t *HashTable) Hits(h uint64, loc Loc) int {
 
 // SetHits sets h's hit count to min(n, MaxHits) if its location is loc.
 func (t *HashTable) SetHits(h uint64, loc Loc, n int) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.Lock()
-	if i, ok := s.find(h); ok && s.locs[i] == loc {
+	if i, ok := s.find(tag); ok && s.locs[i] == loc {
 		s.setHits(i, n)
 	}
 	s.Unlock()
@@ -166,9 +177,9 @@ func (t *HashTable) SetHits(h uint64, loc Loc, n int) {
 
 // Put inserts or replaces the location of h and returns the previous one, if any.
 func (t *HashTable) Put(h uint64, loc Loc) (old Loc, replaced bool) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.Lock()
-	old, replaced = s.put(h, loc)
+	old, replaced = s.put(tag, loc)
 	s.Unlock()
 	return old, replaced
 }
@@ -186,8 +197,14 @@ func (t *HashTable) Apply(ops []Op) {
 	}
 	// Copy the ops into one run per shard: each worker then reads its runs in sequence and
 	// writes into one shard's table at a time (a few hundred KiB, cache-resident), instead of
-	// jumping around both.
-	grouped := make([]Op, len(ops))
+	// jumping around both. The copy's buffer is pooled: recovery applies a segment in many
+	// calls, and a new buffer each time would be garbage the size of the entries.
+	gp := groupedPool.Get().(*[]Op)
+	defer groupedPool.Put(gp)
+	if cap(*gp) < len(ops) {
+		*gp = make([]Op, len(ops))
+	}
+	grouped := (*gp)[:len(ops)]
 	next := start
 	for i := range ops {
 		sh := ops[i].Hash >> (64 - shardBits)
@@ -206,11 +223,11 @@ func (t *HashTable) Apply(ops []Op) {
 				for i := start[sh]; i < start[sh+1]; i++ {
 					op := &grouped[i]
 					if op.Delete {
-						if j, ok := s.find(op.Hash); ok {
+						if j, ok := s.find(tagOf(op.Hash)); ok {
 							s.removeAt(j)
 						}
 					} else {
-						s.put(op.Hash, op.Loc)
+						s.put(tagOf(op.Hash), op.Loc)
 					}
 				}
 				s.Unlock()
@@ -220,11 +237,14 @@ func (t *HashTable) Apply(ops []Op) {
 	wg.Wait()
 }
 
+// groupedPool holds Apply's buffers for grouping ops by shard.
+var groupedPool = sync.Pool{New: func() any { return new([]Op) }}
+
 // Delete removes h and returns the location it had.
 func (t *HashTable) Delete(h uint64) (old Loc, ok bool) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.Lock()
-	i, ok := s.find(h)
+	i, ok := s.find(tag)
 	if ok {
 		old = s.locs[i]
 		s.removeAt(i)
@@ -235,9 +255,9 @@ func (t *HashTable) Delete(h uint64) (old Loc, ok bool) {
 
 // DeleteIf removes h only if its location is in segment seg.
 func (t *HashTable) DeleteIf(h uint64, seg uint32) (old Loc, ok bool) {
-	s := t.shard(h)
+	s, tag := t.shard(h)
 	s.Lock()
-	i, ok := s.find(h)
+	i, ok := s.find(tag)
 	if ok = ok && s.locs[i].Segment == seg; ok {
 		old = s.locs[i]
 		s.removeAt(i)
@@ -263,82 +283,81 @@ func (t *HashTable) Len() int {
 // shard's read lock, then calls fn on the copy without any lock held, so a slow fn never stalls
 // writers; the copy costs one buffer the size of the largest shard (1/256 of the entries).
 func (t *HashTable) Range(fn func(h uint64, loc Loc) bool) {
-	var hs []uint64
+	var ts []uint32
 	var ls []Loc
 	for i := range t.shards {
 		s := &t.shards[i].mu
 		s.RLock()
-		if cap(hs) < s.count {
-			hs = make([]uint64, 0, s.count)
+		if cap(ts) < s.count {
+			ts = make([]uint32, 0, s.count)
 			ls = make([]Loc, 0, s.count)
 		}
-		hs, ls = hs[:0], ls[:0]
-		for j, h := range s.hashes {
-			if h != 0 {
-				hs = append(hs, h)
+		ts, ls = ts[:0], ls[:0]
+		for j, tag := range s.tags {
+			if tag != 0 {
+				ts = append(ts, tag)
 				ls = append(ls, s.locs[j])
 			}
 		}
 		s.RUnlock()
-		for j, h := range hs {
-			if !fn(h, ls[j]) {
+		for j, tag := range ts {
+			if !fn(hashOf(i, tag), ls[j]) {
 				return
 			}
 		}
 	}
 }
 
-// MemoryBytes returns the capacity of all shards times 20 bytes, their hit counts, plus the
+// MemoryBytes returns the capacity of all shards times 16 bytes, their hit counts, plus the
 // fixed shard array.
 func (t *HashTable) MemoryBytes() int64 {
 	n := int64(unsafe.Sizeof(*t))
 	for i := range t.shards {
 		s := &t.shards[i].mu
 		s.RLock()
-		n += int64(len(s.hashes))*int64(slotBytes) + int64(len(s.marks))*8
+		n += int64(len(s.tags))*int64(slotBytes) + int64(len(s.marks))*8
 		s.RUnlock()
 	}
 	return n
 }
 
-// home is the slot where the probe for h starts: the hash without its shard bits, scaled to the
-// capacity by a 64x64->128 multiply (Lemire's multiply-shift range reduction), so the capacity
-// need not be a power of two. It keeps hash order: a larger hash never has a smaller home.
-func (s *shardTable) home(h uint64) int {
-	hi, _ := bits.Mul64(h<<shardBits, uint64(len(s.hashes)))
-	return int(hi)
+// home is the slot where the probe for tag starts: the tag scaled to the capacity by a multiply
+// and a shift (Lemire's multiply-shift range reduction), so the capacity need not be a power of
+// two. It keeps tag order: a larger tag never has a smaller home.
+func (s *shardTable) home(tag uint32) int {
+	return int(uint64(tag) * uint64(len(s.tags)) >> 32)
 }
 
-// find returns the slot that holds h and true, or the empty slot that ends h's probe and false.
-func (s *shardTable) find(h uint64) (int, bool) {
-	hs := s.hashes
-	i := s.home(h)
+// find returns the slot that holds tag and true, or the empty slot that ends its probe and false.
+func (s *shardTable) find(tag uint32) (int, bool) {
+	ts := s.tags
+	i := s.home(tag)
 	for {
-		switch hs[i] {
-		case h:
+		switch ts[i] {
+		case tag:
 			return i, true
 		case 0:
 			return i, false
 		}
-		if i++; i == len(hs) {
+		if i++; i == len(ts) {
 			i = 0
 		}
 	}
 }
 
-func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
-	i, ok := s.find(h)
+func (s *shardTable) put(tag uint32, loc Loc) (Loc, bool) {
+	i, ok := s.find(tag)
 	if ok {
 		old := s.locs[i]
 		s.locs[i] = loc
 		s.setHits(i, 0) // a new record: not hit yet
 		return old, true
 	}
-	if c := len(s.hashes); (s.count+1)*maxLoadDen > c*maxLoadNum {
-		s.resize(c * growNum / growDen)
-		i, _ = s.find(h)
+	if c := len(s.tags); (s.count+1)*maxLoadDen > c*maxLoadNum {
+		s.resize(c*growNum/growDen, false)
+		i, _ = s.find(tag)
 	}
-	s.hashes[i] = h
+	s.tags[i] = tag
 	s.locs[i] = loc
 	s.count++
 	return Loc{}, false
@@ -348,17 +367,17 @@ func (s *shardTable) put(h uint64, loc Loc) (Loc, bool) {
 // hole unless its home lies in the cyclic interval (hole, its slot], where moving it would put it
 // before its home. No tombstones, so probe lengths depend only on the load.
 func (s *shardTable) removeAt(i int) {
-	hs, ls := s.hashes, s.locs
+	ts, ls := s.tags, s.locs
 	j := i
 	for {
-		if j++; j == len(hs) {
+		if j++; j == len(ts) {
 			j = 0
 		}
-		h := hs[j]
-		if h == 0 {
+		tag := ts[j]
+		if tag == 0 {
 			break
 		}
-		k := s.home(h)
+		k := s.home(tag)
 		var stays bool
 		if i <= j {
 			stays = i < k && k <= j
@@ -368,11 +387,11 @@ func (s *shardTable) removeAt(i int) {
 		if stays {
 			continue
 		}
-		hs[i], ls[i] = h, ls[j]
+		ts[i], ls[i] = tag, ls[j]
 		s.setHits(i, s.hits(j))
 		i = j
 	}
-	hs[i], ls[i] = 0, Loc{}
+	ts[i], ls[i] = 0, Loc{}
 	s.setHits(i, 0)
 	s.count--
 }
@@ -399,25 +418,26 @@ func (s *shardTable) setHits(i, n int) {
 }
 
 // resize moves the entries into new arrays of about c slots (see allocWords). Entries are visited
-// in slot order, which is nearly hash order, so they land in the new arrays nearly in order too.
+// in slot order, which is nearly tag order, so they land in the new arrays nearly in order too.
 //
-// Both arrays live in one pointer-free allocation, hashes first, then locs (a Loc needs 4-byte
-// alignment and the hashes end on an 8-byte boundary), so the allocator's rounding is paid once,
+// Both arrays live in one pointer-free allocation, tags first, then locs (a Loc needs 4-byte
+// alignment, as the tags have), so the allocator's rounding is paid once,
 // not twice, and the rounded-up bytes become slots instead of hidden waste. With two separate
 // arrays that waste was 2 B/entry of heap at 1M entries, 7% of the budget.
-func (s *shardTable) resize(c int) {
-	buf := slices.Grow([]uint64(nil), allocWords(c)) // capacity: what the allocator really gives
+func (s *shardTable) resize(c int, atLeast bool) {
+	buf := slices.Grow([]uint64(nil), allocWords(c, atLeast)) // capacity: what the allocator really gives
 	buf = buf[:cap(buf)]
 	c = len(buf) * 8 / slotBytes
-	oh, ol, om := s.hashes, s.locs, s.marks
-	s.hashes = buf[:c:c]
-	// locs covers bytes [8c, 20c) of buf, and 20c <= 8*len(buf).
-	s.locs = unsafe.Slice((*Loc)(unsafe.Pointer(unsafe.SliceData(buf[c:]))), c)
+	ot, ol, om := s.tags, s.locs, s.marks
+	// tags covers bytes [0, 4c) of buf and locs [4c, 16c), and 16c <= 8*len(buf).
+	base := unsafe.Pointer(unsafe.SliceData(buf))
+	s.tags = unsafe.Slice((*uint32)(base), c)
+	s.locs = unsafe.Slice((*Loc)(unsafe.Add(base, 4*c)), c)
 	s.marks = make([]atomic.Uint64, (c+slotsPerMarkWord-1)/slotsPerMarkWord)
-	for i, h := range oh {
-		if h != 0 {
-			j, _ := s.find(h)
-			s.hashes[j], s.locs[j] = h, ol[i]
+	for i, tag := range ot {
+		if tag != 0 {
+			j, _ := s.find(tag)
+			s.tags[j], s.locs[j] = tag, ol[i]
 			if n := om[i/slotsPerMarkWord].Load() >> markShift(i) & MaxHits; n != 0 {
 				s.marks[j/slotsPerMarkWord].Or(n << markShift(j))
 			}
@@ -433,14 +453,19 @@ const (
 	allocPage     = 8 << 10
 )
 
-// allocWords returns the buffer size, in 8-byte words, for about c slots. Above maxSmallAlloc it
-// rounds to the nearest whole page rather than up: rounding up would make a shard of 2048 slots
-// (5 pages) grow to 7 pages, 1.4x, and leave it at 0.62 load, 32 bytes per entry. Rounding down
-// never undoes a growth step: it loses at most half a page, 205 slots, and a step that reaches
-// this size adds more than 327 (0.25 of a capacity above 1311).
-func allocWords(c int) int {
+// allocWords returns the buffer size, in 8-byte words, for about c slots (at least c with
+// atLeast). Above maxSmallAlloc a growth step rounds to the nearest whole page rather than up:
+// rounding up would make a shard of 2560 slots (5 pages) grow to 7 pages, 1.4x, and leave it at
+// 0.62 load, 26 bytes per entry. Rounding down never undoes a growth step: it loses at most half
+// a page, 256 slots, and a step that reaches this size adds more than 409 (0.25 of a capacity
+// above 1638). A capacity hint rounds up: it promises room for the hinted entries.
+func allocWords(c int, atLeast bool) int {
 	b := c * slotBytes
-	if b > maxSmallAlloc {
+	switch {
+	case b <= maxSmallAlloc:
+	case atLeast:
+		b = (b + allocPage - 1) / allocPage * allocPage
+	default:
 		b = (b + allocPage/2) / allocPage * allocPage
 	}
 	return (b + 7) / 8

@@ -11,8 +11,8 @@ func TestShardPadding(t *testing.T) {
 	if sz := unsafe.Sizeof(shard{}); sz%cacheLine != 0 {
 		t.Fatalf("shard is %d bytes, not a multiple of %d", sz, cacheLine)
 	}
-	if slotBytes != 20 {
-		t.Fatalf("slot is %d bytes, want 20", slotBytes)
+	if slotBytes != 16 {
+		t.Fatalf("slot is %d bytes, want 16", slotBytes)
 	}
 }
 
@@ -46,24 +46,24 @@ func TestBackwardShiftDelete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &shardTable{}
-			s.resize(c)
-			names := map[uint64]byte{}
-			hashOf := map[byte]uint64{}
+			s.resize(c, true)
+			names := map[uint32]byte{}
+			tagOfName := map[byte]uint32{}
 			perHome := map[int]int{}
 			for _, e := range strings.Fields(tt.entries) {
 				home := int(e[1] - '0')
-				h := hashAt(t, crowdShard, c, home, perHome[home])
+				tag := tagOf(hashAt(t, crowdShard, c, home, perHome[home]))
 				perHome[home]++
-				names[h], hashOf[e[0]] = e[0], h
-				s.put(h, locFor(h, uint32(e[0])))
+				names[tag], tagOfName[e[0]] = e[0], tag
+				s.put(tag, locFor(uint64(tag), uint32(e[0])))
 			}
 			layout := func() string {
 				var b strings.Builder
-				for _, h := range s.hashes {
-					if h == 0 {
+				for _, tag := range s.tags {
+					if tag == 0 {
 						b.WriteByte('.')
 					} else {
-						b.WriteByte(names[h])
+						b.WriteByte(names[tag])
 					}
 				}
 				return b.String()
@@ -71,7 +71,7 @@ func TestBackwardShiftDelete(t *testing.T) {
 			if got := layout(); got != tt.before {
 				t.Fatalf("before: %s, want %s", got, tt.before)
 			}
-			i, ok := s.find(hashOf[tt.del])
+			i, ok := s.find(tagOfName[tt.del])
 			if !ok {
 				t.Fatalf("%c not found", tt.del)
 			}
@@ -79,12 +79,12 @@ func TestBackwardShiftDelete(t *testing.T) {
 			if got := layout(); got != tt.after {
 				t.Fatalf("after deleting %c: %s, want %s", tt.del, got, tt.after)
 			}
-			if err := s.check(crowdShard); err != nil {
+			if err := s.check(); err != nil {
 				t.Fatal(err)
 			}
-			for name, h := range hashOf {
-				i, ok := s.find(h)
-				if ok != (name != tt.del) || ok && s.locs[i] != locFor(h, uint32(name)) {
+			for name, tag := range tagOfName {
+				i, ok := s.find(tag)
+				if ok != (name != tt.del) || ok && s.locs[i] != locFor(uint64(tag), uint32(name)) {
 					t.Errorf("%c: found %v at %d with %v", name, ok, i, s.locs[i])
 				}
 			}
@@ -97,7 +97,7 @@ func TestBackwardShiftDelete(t *testing.T) {
 func TestWrapAroundTable(t *testing.T) {
 	ht := NewHashTable(0)
 	s := &ht.shards[crowdShard].mu
-	c := len(s.hashes)
+	c := len(s.tags)
 	var tail, head []uint64
 	for j := range 3 {
 		tail = append(tail, hashAt(t, crowdShard, c, c-1, j))
@@ -109,12 +109,12 @@ func TestWrapAroundTable(t *testing.T) {
 	// tail[0] at the last slot, tail[1..2] at 0..1, head[0..2] at 2..4.
 	want := []uint64{tail[1], tail[2], head[0], head[1], head[2]}
 	for i, h := range want {
-		if s.hashes[i] != h {
-			t.Fatalf("slot %d holds %#x, want %#x", i, s.hashes[i], h)
+		if s.tags[i] != tagOf(h) {
+			t.Fatalf("slot %d holds %#x, want %#x", i, s.tags[i], tagOf(h))
 		}
 	}
-	if s.hashes[c-1] != tail[0] {
-		t.Fatalf("last slot holds %#x, want %#x", s.hashes[c-1], tail[0])
+	if s.tags[c-1] != tagOf(tail[0]) {
+		t.Fatalf("last slot holds %#x, want %#x", s.tags[c-1], tagOf(tail[0]))
 	}
 	for _, h := range []uint64{tail[0], head[0], tail[2]} {
 		if _, ok := ht.Delete(h); !ok {
@@ -140,15 +140,15 @@ func TestGrowth(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var caps []int
 	for n := 1; n <= 20000; n++ {
-		before := len(s.hashes)
+		before := len(s.tags)
 		ht.Put(3<<(64-shardBits)|r.Uint64()>>shardBits|1, Loc{Offset: uint32(n)})
-		if c := len(s.hashes); c != before {
+		if c := len(s.tags); c != before {
 			caps = append(caps, c)
 			// 1.25x, give or take the allocator's rounding of the buffer: up to the next
-			// size class (up to 19%) while small, to the nearest 8 KiB page (205 slots) above.
-			want := before * growNum / growDen
-			if c*slotBytes <= maxSmallAlloc && (c < want || c > want+want/5+1) ||
-				c*slotBytes > maxSmallAlloc && (c < want-205 || c > want+205) {
+			// size class (up to 19%) while small, to the nearest 8 KiB page above.
+			want, halfPage := before*growNum/growDen, allocPage/2/slotBytes
+			if want*slotBytes <= maxSmallAlloc && (c < want || c > want+want/5+1) ||
+				want*slotBytes > maxSmallAlloc && (c < want-halfPage || c > want+halfPage) {
 				t.Fatalf("grew %d -> %d, want about %d", before, c, want)
 			}
 			load := float64(s.count) / float64(c)
@@ -157,8 +157,8 @@ func TestGrowth(t *testing.T) {
 				t.Fatalf("load %.3f after growing to %d", load, c)
 			}
 		}
-		if s.count*maxLoadDen > len(s.hashes)*maxLoadNum {
-			t.Fatalf("load %d/%d over 7/8", s.count, len(s.hashes))
+		if s.count*maxLoadDen > len(s.tags)*maxLoadNum {
+			t.Fatalf("load %d/%d over 7/8", s.count, len(s.tags))
 		}
 	}
 	if len(caps) < 20 {
@@ -191,24 +191,24 @@ func TestProbeLengths(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, load := range []float64{0.7, 0.875} {
 		s := &shardTable{}
-		s.resize(80000)
-		c := len(s.hashes)
+		s.resize(80000, true)
+		c := len(s.tags)
 		n := int(load * float64(c))
 		for s.count < n {
-			s.put(r.Uint64()|1, Loc{})
+			s.put(r.Uint32()|1, Loc{})
 		}
 		hitSlots := 0
-		for i, h := range s.hashes {
-			if h != 0 {
-				hitSlots += (i-s.home(h)+c)%c + 1
+		for i, tag := range s.tags {
+			if tag != 0 {
+				hitSlots += (i-s.home(tag)+c)%c + 1
 			}
 		}
 		missSlots, misses := 0, 100000
 		for range misses {
-			h := r.Uint64() | 1
-			for i := s.home(h); ; i = (i + 1) % c {
+			tag := r.Uint32() | 1
+			for i := s.home(tag); ; i = (i + 1) % c {
 				missSlots++
-				if s.hashes[i] == 0 {
+				if s.tags[i] == 0 {
 					break
 				}
 			}

@@ -3,7 +3,6 @@ package index
 import (
 	"flag"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -51,30 +50,29 @@ const crowdShard = 0x5a
 type hashGen struct{ r *rand.Rand }
 
 func (g hashGen) next() uint64 {
-	low := uint64(1)<<(64-shardBits) - 1 // the bits below the shard bits
-	var h uint64
+	// Canonical hashes: the models the tests keep are maps of hashes, and an index keeps only
+	// the canonical part (TestCanonical tests that).
+	var sh int
+	var tag uint32
 	switch p := g.r.IntN(64); {
 	case p < 24:
-		h = g.r.Uint64()
+		sh, tag = g.r.IntN(numShards), g.r.Uint32()
 	case p < 48: // crowded shard, anywhere: makes it grow through many sizes
-		h = crowdShard<<(64-shardBits) | g.r.Uint64()&low
+		sh, tag = crowdShard, g.r.Uint32()
 	case p < 50: // crowded shard, home slot 0 at any capacity: one long run
-		h = crowdShard<<(64-shardBits) | g.r.Uint64N(1<<24)
+		sh, tag = crowdShard, g.r.Uint32N(1<<12)
 	case p < 52: // crowded shard, home at the last slot: the run wraps to slot 0
-		h = crowdShard<<(64-shardBits) | (low - g.r.Uint64N(1<<24))
-	case p < 53: // smallest hashes, first shard, home slot 0
-		h = 1 + g.r.Uint64N(1<<20)
-	case p < 54: // largest hashes, last shard, home at the last slot
-		h = ^g.r.Uint64N(1 << 20)
+		sh, tag = crowdShard, ^g.r.Uint32N(1<<12)
+	case p < 53: // smallest tags, first shard, home slot 0
+		sh, tag = 0, g.r.Uint32N(1<<8)
+	case p < 54: // largest tags, last shard, home at the last slot
+		sh, tag = numShards-1, ^g.r.Uint32N(1<<8)
 	case p < 59: // first shard
-		h = g.r.Uint64() & low
+		sh, tag = 0, g.r.Uint32()
 	default: // last shard
-		h = g.r.Uint64() | ^low
+		sh, tag = numShards-1, g.r.Uint32()
 	}
-	if h == 0 {
-		h = 1
-	}
-	return h
+	return Canonical(uint64(sh)<<(64-shardBits) | uint64(tag)<<tagShift)
 }
 
 // locFor derives a Loc from a hash and a segment, so that any Loc read back can be checked whole:
@@ -106,7 +104,7 @@ func (t *HashTable) check() error {
 	for si := range t.shards {
 		s := &t.shards[si].mu
 		s.RLock()
-		err := s.check(uint64(si))
+		err := s.check()
 		s.RUnlock()
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", si, err)
@@ -115,8 +113,8 @@ func (t *HashTable) check() error {
 	return nil
 }
 
-func (s *shardTable) check(shardID uint64) error {
-	c := len(s.hashes)
+func (s *shardTable) check() error {
+	c := len(s.tags)
 	if c < minShardCap || len(s.locs) != c {
 		return fmt.Errorf("capacity %d, %d locs", c, len(s.locs))
 	}
@@ -124,20 +122,17 @@ func (s *shardTable) check(shardID uint64) error {
 		return fmt.Errorf("count %d over 7/8 of capacity %d", s.count, c)
 	}
 	n := 0
-	for i, h := range s.hashes {
-		if h == 0 {
+	for i, tag := range s.tags {
+		if tag == 0 {
 			if s.locs[i] != (Loc{}) {
 				return fmt.Errorf("empty slot %d has loc %v", i, s.locs[i])
 			}
 			continue
 		}
 		n++
-		if h>>(64-shardBits) != shardID {
-			return fmt.Errorf("slot %d: hash %#x belongs to shard %d", i, h, h>>(64-shardBits))
-		}
-		for j := s.home(h); j != i; j = (j + 1) % c {
-			if s.hashes[j] == 0 {
-				return fmt.Errorf("slot %d: hash %#x (home %d) cut off by empty slot %d", i, h, s.home(h), j)
+		for j := s.home(tag); j != i; j = (j + 1) % c {
+			if s.tags[j] == 0 {
+				return fmt.Errorf("slot %d: tag %#x (home %d) cut off by empty slot %d", i, tag, s.home(tag), j)
 			}
 		}
 	}
@@ -191,20 +186,15 @@ func (l *SkipList) check() error {
 	return nil
 }
 
-// hashAt returns the j-th smallest hash of shard sh whose home slot is home in a shard of
-// capacity c (j small).
+// hashAt returns the canonical hash of the j-th smallest tag of shard sh whose home slot is home
+// in a shard of capacity c (j small).
 func hashAt(t testing.TB, sh uint8, c, home, j int) uint64 {
 	t.Helper()
-	// x = h<<shardBits must satisfy x*c>>64 == home: the least such x is ceil(home*2^64/c),
-	// rounded up to a multiple of 2^shardBits because x's low bits are shifted-out zeros.
-	q, r := bits.Div64(uint64(home), 0, uint64(c))
-	if r != 0 {
-		q++
-	}
-	x := (q+1<<shardBits-1)&^(1<<shardBits-1) + uint64(j)<<shardBits
-	h := uint64(sh)<<(64-shardBits) | x>>shardBits
-	s := shardTable{hashes: make([]uint64, c)}
-	if got := s.home(h); got != home || h == 0 {
+	// tag*c>>32 == home: the least such tag is ceil(home*2^32/c).
+	tag := max(uint32((uint64(home)<<32+uint64(c)-1)/uint64(c)), 1) + uint32(j)
+	h := hashOf(int(sh), tag)
+	s := shardTable{tags: make([]uint32, c)}
+	if got := s.home(tagOf(h)); got != home || tag == 0 || Canonical(h) != h {
 		t.Fatalf("hashAt(%d, %d, %d, %d) = %#x with home %d", sh, c, home, j, h, got)
 	}
 	return h

@@ -12,6 +12,11 @@ type Loc struct {
 // Index maps a key hash to the location of the newest record for that key. Hash 0 is reserved
 // (it marks an empty slot); passing it is a programmer error and panics. All methods are safe for
 // concurrent use.
+//
+// An index tells hashes apart by their top IdentityBits bits alone (Canonical): two hashes that
+// agree on them are one entry, the newest Put wins, and Range hands back the canonical hash.
+// This is what lets a HashTable slot be 16 bytes; the cache reads the key of every record it
+// finds and compares it, so two keys that share an entry cost a miss, never a wrong blob.
 type Index interface {
 	// Get returns the location stored for h.
 	Get(h uint64) (Loc, bool)
@@ -48,6 +53,36 @@ type Index interface {
 	Apply(ops []Op)
 }
 
+// IdentityBits is how many of a hash's top bits an index keeps: the 8 bits that pick a
+// HashTable shard and the 32 of the tag a slot stores. Among n keys about n*n/2^41 pairs agree on
+// them (45 pairs in 10M keys), and each such pair keeps one of its keys at a time.
+const IdentityBits = 40
+
+// Canonical returns the hash an index keeps for h: its top IdentityBits bits, the rest zero; if
+// the 32 bits below the shard bits are all zero, the lowest of them is set, so that no canonical
+// hash has an all-zero tag (the HashTable's empty slot).
+func Canonical(h uint64) uint64 {
+	c := h &^ (1<<(64-IdentityBits) - 1)
+	if c<<shardBits == 0 {
+		c |= 1 << (64 - IdentityBits)
+	}
+	return c
+}
+
+// FilterHash is the hash a bloom filter in front of an index takes for h: Canonical(h), mixed
+// (the finalizer of MurmurHash3, a bijection) so that its 64 bits are spread again. A filter
+// built from the hashes Range hands back then holds every key the index holds, as one built
+// from the keys' own hashes would.
+func FilterHash(h uint64) uint64 {
+	x := Canonical(h)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
 // MaxHits is the largest hit count an entry keeps (two bits).
 const MaxHits = 3
 
@@ -69,4 +104,10 @@ func checkHash(h uint64) {
 	if h == 0 {
 		panic("index: hash 0 is reserved (map it to 1 before calling)")
 	}
+}
+
+// canonical is Canonical for a hash passed to an index: it panics on the reserved 0.
+func canonical(h uint64) uint64 {
+	checkHash(h)
+	return Canonical(h)
 }

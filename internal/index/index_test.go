@@ -359,3 +359,57 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestCanonical: an index keeps the top IdentityBits bits of a hash. Hashes that differ only
+// below them are one entry (the newest Put wins; Get, Touch and Delete by either reach it); Range
+// hands back the canonical hash, whose FilterHash is the one of every hash it stands for; a hash
+// whose tag bits are all zero shares its entry with tag 1 and never looks empty.
+func TestCanonical(t *testing.T) {
+	for _, impl := range impls {
+		t.Run(impl.name, func(t *testing.T) {
+			idx := impl.new()
+			a := uint64(0x5a_12345678_abcdef)
+			b := a ^ 0x00_00000000_123456 // the same top 40 bits
+			c := a ^ 0x00_00000001_000000 // the lowest kept bit differs
+			idx.Put(a, Loc{Segment: 1})
+			if old, ok := idx.Put(b, Loc{Segment: 2}); !ok || old.Segment != 1 {
+				t.Fatalf("Put of a hash that agrees on the kept bits: replaced %v %v, want segment 1", old, ok)
+			}
+			if _, ok := idx.Put(c, Loc{Segment: 3}); ok {
+				t.Fatal("a hash that differs in a kept bit replaced an entry")
+			}
+			if loc, ok := idx.Get(a); !ok || loc.Segment != 2 || idx.Len() != 2 {
+				t.Fatalf("Get = %v %v, Len %d; want segment 2 and 2 entries", loc, ok, idx.Len())
+			}
+			idx.Touch(a, Loc{Segment: 2})
+			if idx.Hits(b, Loc{Segment: 2}) != 1 {
+				t.Fatal("a hit counted through one hash is not seen through the other")
+			}
+			seen := map[uint64]Loc{}
+			idx.Range(func(h uint64, loc Loc) bool { seen[h] = loc; return true })
+			if len(seen) != 2 || seen[Canonical(a)].Segment != 2 || seen[Canonical(c)].Segment != 3 {
+				t.Fatalf("Range saw %v, want the canonical hashes %#x and %#x", seen, Canonical(a), Canonical(c))
+			}
+			for h := range seen {
+				if Canonical(h) != h {
+					t.Fatalf("Range handed back %#x, not canonical", h)
+				}
+			}
+			if FilterHash(a) != FilterHash(b) || FilterHash(a) != FilterHash(Canonical(a)) || FilterHash(a) == FilterHash(c) {
+				t.Fatal("FilterHash does not follow Canonical")
+			}
+			if _, ok := idx.Delete(b); !ok {
+				t.Fatal("Delete through the other hash missed")
+			}
+			zero := uint64(0x07) << 56 // shard 7, tag 0
+			idx.Put(zero|0xfff, Loc{Segment: 4})
+			if loc, ok := idx.Get(zero | 1<<(64-IdentityBits)); !ok || loc.Segment != 4 {
+				t.Fatalf("a tag-0 hash: Get by tag 1 = %v %v", loc, ok)
+			}
+			if Canonical(zero|1) == 0 || Canonical(zero|1) != zero|1<<(64-IdentityBits) {
+				t.Fatalf("Canonical(%#x) = %#x", zero|1, Canonical(zero|1))
+			}
+			checkIndex(t, idx)
+		})
+	}
+}

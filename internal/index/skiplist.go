@@ -89,7 +89,7 @@ func NewSkipList() *SkipList {
 
 // Get returns the location stored for h, without taking a lock.
 func (l *SkipList) Get(h uint64) (Loc, bool) {
-	checkHash(h)
+	h = canonical(h)
 	x := &l.head
 	for lv := int(l.height.Load()) - 1; lv >= 0; lv-- {
 		for {
@@ -108,7 +108,7 @@ func (l *SkipList) Get(h uint64) (Loc, bool) {
 
 // find returns the node of h, without taking a lock; nil if there is none.
 func (l *SkipList) find(h uint64) *node {
-	checkHash(h)
+	h = canonical(h)
 	x := &l.head
 	for lv := int(l.height.Load()) - 1; lv >= 0; lv-- {
 		for {
@@ -163,7 +163,7 @@ func (l *SkipList) SetHits(h uint64, loc Loc, k int) {
 
 // Put inserts or replaces the location of h and returns the previous one, if any.
 func (l *SkipList) Put(h uint64, loc Loc) (old Loc, replaced bool) {
-	checkHash(h)
+	h = canonical(h)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	preds := &l.mu.preds
@@ -209,7 +209,7 @@ func (l *SkipList) DeleteIf(h uint64, seg uint32) (old Loc, ok bool) {
 }
 
 func (l *SkipList) delete(h uint64, onlyIn bool, seg uint32) (Loc, bool) {
-	checkHash(h)
+	h = canonical(h)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	preds := &l.mu.preds

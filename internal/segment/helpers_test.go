@@ -298,3 +298,16 @@ func sealWith(a *Active, entries []Entry, dataEnd int64) (int64, error) {
 	}
 	return a.Seal(dataEnd)
 }
+
+// recEntries returns what rec.Each hands over.
+func recEntries(t testing.TB, rec *Recovered) []Entry {
+	t.Helper()
+	var entries []Entry
+	if err := rec.Each(func(e Entry) error { entries = append(entries, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != rec.Count() {
+		t.Fatalf("Each handed over %d entries, Count says %d", len(entries), rec.Count())
+	}
+	return entries
+}

@@ -18,9 +18,12 @@ type Recovered struct {
 	File    vfs.File
 	Size    int64 // of the file (sealed, after Recover)
 	DataEnd int64 // where its records end
-	// Entries are the segment's records in offset order (from its footer, or from the scan),
-	// followed by a delete entry for each key in Lost.
+	// Entries are, after a scan, the segment's records in offset order followed by a delete
+	// entry for each key in Lost. A footer's entries are not read into memory: Each hands over
+	// either.
 	Entries []Entry
+	// footer is the number of entries of the checked footer Each reads (when not Scanned).
+	footer int
 	// Lost are the keys of the records that damage the scan stopped at took with it (see
 	// LostKeys): the caller forgets them, durably.
 	Lost [][]byte
@@ -105,9 +108,9 @@ func recoverFile(fs vfs.FS, dir string, id uint32, sync, readOnly bool) (*Recove
 		}
 	}
 	rec.File, rec.Size = f, size
-	entries, dataEnd, err := ReadFooter(f, size)
+	count, dataEnd, err := CheckFooter(f, size)
 	if err == nil {
-		rec.Entries, rec.DataEnd = entries, dataEnd
+		rec.footer, rec.DataEnd = count, dataEnd
 		return rec, nil
 	}
 	if !errors.Is(err, ErrNoFooter) && !errors.Is(err, corruption.ErrCorrupt) {
@@ -119,6 +122,29 @@ func recoverFile(fs vfs.FS, dir string, id uint32, sync, readOnly bool) (*Recove
 		return nil, err
 	}
 	return rec, nil
+}
+
+// Count is how many entries Each hands over.
+func (rec *Recovered) Count() int {
+	if rec.Scanned {
+		return len(rec.Entries)
+	}
+	return rec.footer
+}
+
+// Each calls fn with the segment's entries: its records in offset order, from the footer (read
+// a chunk at a time) or from the scan, then after a scan a delete entry per key in Lost. It stops
+// at fn's first error and returns it.
+func (rec *Recovered) Each(fn func(Entry) error) error {
+	if rec.Scanned || rec.footer == 0 {
+		for _, e := range rec.Entries {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return EachFooterEntry(rec.File, rec.DataEnd, rec.footer, fn)
 }
 
 // openPastHeader opens segment id in dir for reading alone, whatever its header holds, with its

@@ -406,39 +406,110 @@ func checkHeader(f vfs.File, name string, id uint32) (int64, error) {
 // crash cut short) the error wraps ErrNoFooter; a footer that fails
 // its checks gives a CorruptionError. Either way Scan recovers the records.
 func ReadFooter(f vfs.File, size int64) (entries []Entry, dataEnd int64, err error) {
+	count, dataEnd, err := CheckFooter(f, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	entries = make([]Entry, 0, count)
+	err = EachFooterEntry(f, dataEnd, count, func(e Entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return entries, dataEnd, nil
+}
+
+// CheckFooter checks the hint footer of a sealed segment of the given size as ReadFooter does,
+// reading its entries a chunk at a time and keeping none, and returns their count and the data
+// end. EachFooterEntry then hands them over.
+func CheckFooter(f vfs.File, size int64) (count int, dataEnd int64, err error) {
 	name := f.Name()
 	if size < HeaderSize+TrailerSize {
-		return nil, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
+		return 0, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
 	}
 	trailerOff := size - TrailerSize
 	var t [TrailerSize]byte
 	if err := readFull(f, t[:], trailerOff); err != nil {
-		return nil, 0, fmt.Errorf("segment: read footer trailer of %s: %w", name, err)
+		return 0, 0, fmt.Errorf("segment: read footer trailer of %s: %w", name, err)
 	}
-	count, end, crc, err := DecodeTrailer(t[:])
+	n, end, crc, err := DecodeTrailer(t[:])
 	if errors.Is(err, ErrNoFooter) {
-		return nil, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
+		return 0, 0, fmt.Errorf("segment %s: %w", name, ErrNoFooter)
 	}
 	if err != nil {
-		return nil, 0, corrupted(name, trailerOff, err)
+		return 0, 0, corrupted(name, trailerOff, err)
 	}
-	n := int64(count) * EntrySize
-	if end < HeaderSize || end > uint64(trailerOff) || int64(end)+n != trailerOff {
-		return nil, 0, corruptedf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
-			record.ErrBadLength, count, end, size)
+	if end < HeaderSize || end > uint64(trailerOff) || int64(end)+int64(n)*EntrySize != trailerOff {
+		return 0, 0, corruptedf(name, trailerOff, "%w: footer of %d entries from data end %d does not end the %d-byte file",
+			record.ErrBadLength, n, end, size)
 	}
 	dataEnd = int64(end)
-	buf := make([]byte, n)
-	if err := readFull(f, buf, dataEnd); err != nil {
-		return nil, 0, fmt.Errorf("segment: read footer entries of %s: %w", name, err)
+	// The checksum is judged first, as DecodeEntries does: an entry that fails its checks in a
+	// footer whose checksum fails is reported as the checksum's failure.
+	check := entryCheck{dataEnd: dataEnd, next: HeaderSize}
+	var computed uint32
+	var bad error
+	err = eachFooterChunk(f, dataEnd, int(n), func(b []byte, first int) error {
+		computed = record.UpdateCRC(computed, b)
+		for i := 0; i < len(b) && bad == nil; i += EntrySize {
+			e, err := decodeEntry(b[i:i+EntrySize], first+i/EntrySize)
+			if err == nil {
+				err = check.entry(e, first+i/EntrySize)
+			}
+			if err != nil {
+				bad = corrupted(name, dataEnd, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
-	if entries, err = DecodeEntries(buf, crc); err != nil {
-		return nil, 0, corrupted(name, dataEnd, err)
+	if computed != crc {
+		return 0, 0, corrupted(name, dataEnd, checksumError(ErrFooterChecksum, "footer entries", crc, computed))
 	}
-	if err := checkEntries(entries, dataEnd); err != nil {
-		return nil, 0, corrupted(name, dataEnd, err)
+	if bad != nil {
+		return 0, 0, bad
 	}
-	return entries, dataEnd, nil
+	return int(n), dataEnd, nil
+}
+
+// EachFooterEntry calls fn with each of the count entries of the footer that starts at dataEnd,
+// which CheckFooter has checked, reading them a chunk at a time.
+func EachFooterEntry(f vfs.File, dataEnd int64, count int, fn func(Entry) error) error {
+	return eachFooterChunk(f, dataEnd, count, func(b []byte, first int) error {
+		for i := 0; i < len(b); i += EntrySize {
+			e, err := decodeEntry(b[i:i+EntrySize], first+i/EntrySize)
+			if err != nil {
+				return corrupted(f.Name(), dataEnd+int64(first)*EntrySize+int64(i), err) // changed since checked
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// footerReadEntries is how many footer entries are read at a time.
+const footerReadEntries = footerWriteChunk / EntrySize
+
+// eachFooterChunk reads the count entries from dataEnd a chunk at a time and calls fn with the
+// bytes of each chunk and the index of its first entry.
+func eachFooterChunk(f vfs.File, dataEnd int64, count int, fn func(b []byte, first int) error) error {
+	buf := make([]byte, min(count, footerReadEntries)*EntrySize)
+	for first := 0; first < count; first += footerReadEntries {
+		b := buf[:min(count-first, footerReadEntries)*EntrySize]
+		if err := readFull(f, b, dataEnd+int64(first)*EntrySize); err != nil {
+			return fmt.Errorf("segment: read footer entries of %s: %w", f.Name(), err)
+		}
+		if err := fn(b, first); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readFull reads len(b) bytes at off. A read cut short by the end of the
