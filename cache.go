@@ -523,9 +523,6 @@ func bloomHash(h uint64) uint64 { return index.FilterHash(h) }
 // up how the filter's keys are hashed (1: bloomHash). A filter saved with other keys is rebuilt.
 const bloomFormat = identityVersion | 1<<16
 
-// mayHold reports whether the bloom filter may hold the key of hash h.
-func (c *Cache) mayHold(h uint64) bool { return c.bloom.Load().Test(bloomHash(h)) }
-
 // bloomAdd adds h to the filter, and to the one being rebuilt if any. Loading next before the
 // current filter is what keeps a rebuild from losing a key (see rebuildBloom).
 func (c *Cache) bloomAdd(h uint64) {
@@ -551,7 +548,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	}
 	// Only a key the cache may hold gets a tombstone.
 	h := record.KeyHash(key)
-	if !c.mayHold(h) {
+	if !c.bloom.Load().Test(bloomHash(h)) {
 		return nil
 	}
 	var l keyLookup

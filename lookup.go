@@ -24,7 +24,7 @@ import (
 // The record's header and key are checked the same way everywhere (checkHeader).
 //
 //	h := record.KeyHash(key)
-//	if !c.mayHold(h) { ... }                 // step 1
+//	if !c.bloom.Load().Test(bloomHash(h)) { ... } // step 1
 //	var l keyLookup
 //	l.start(c, key, h, stripe)
 //	if v, ok := l.buffered(withValue); ok { ... } // step 2

@@ -140,7 +140,7 @@ func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
 		}
 		m.version = v
 	}
-	if !c.mayHold(h) {
+	if !c.bloom.Load().Test(bloomHash(h)) {
 		return nil // never stored
 	}
 	var l keyLookup

@@ -41,7 +41,7 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
-	if !c.mayHold(h) {
+	if !c.bloom.Load().Test(bloomHash(h)) {
 		st.bloomRejects.Add(1)
 		return nil, false
 	}
@@ -278,7 +278,7 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
-	if !c.mayHold(h) {
+	if !c.bloom.Load().Test(bloomHash(h)) {
 		st.bloomRejects.Add(1)
 		return 0, ErrNotFound
 	}
@@ -455,7 +455,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		return BlobInfo{}, ErrClosed
 	}
 	h := record.KeyHash(key)
-	if !c.mayHold(h) {
+	if !c.bloom.Load().Test(bloomHash(h)) {
 		return BlobInfo{}, ErrNotFound
 	}
 	var l keyLookup

@@ -69,18 +69,14 @@ func Canonical(h uint64) uint64 {
 	return c
 }
 
-// FilterHash is the hash a bloom filter in front of an index takes for h: Canonical(h), mixed
-// (the finalizer of MurmurHash3, a bijection) so that its 64 bits are spread again. A filter
-// built from the hashes Range hands back then holds every key the index holds, as one built
-// from the keys' own hashes would.
+// FilterHash is the hash a bloom filter in front of an index takes for h: Canonical(h) with its
+// kept bits spread over all 64 again (one multiply of them by an odd constant, XORed in), so
+// that a filter reading its word from the top bits and its probes from the low bits sees
+// uniform, independent bits in both. A filter built from the hashes Range hands back then holds
+// every key the index holds, as one built from the keys' own hashes would.
 func FilterHash(h uint64) uint64 {
-	x := Canonical(h)
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
+	c := Canonical(h)
+	return c ^ (c>>(64-IdentityBits))*0x9e3779b97f4a7c15
 }
 
 // MaxHits is the largest hit count an entry keeps (two bits).

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/seed57392e9e/blobcache/internal/bloom"
 )
 
 func TestLocSize(t *testing.T) {
@@ -411,5 +413,35 @@ func TestCanonical(t *testing.T) {
 			}
 			checkIndex(t, idx)
 		})
+	}
+}
+
+// TestFilterHashSpreads: a bloom filter keyed by FilterHash answers as often falsely as one keyed
+// by the full hashes: the 40 bits Canonical keeps, spread again, are as good as 64 random bits to
+// the filter's word selector and probes.
+func TestFilterHashSpreads(t *testing.T) {
+	const n = 1 << 20
+	r := rand.New(rand.NewPCG(5, 6))
+	in, out := make([]uint64, n), make([]uint64, n)
+	for i := range in {
+		in[i], out[i] = r.Uint64()|1, r.Uint64()|1
+	}
+	fpr := func(key func(uint64) uint64) float64 {
+		f := bloom.New(n, 12)
+		for _, h := range in {
+			f.Add(key(h))
+		}
+		fp := 0
+		for _, h := range out {
+			if f.Test(key(h)) {
+				fp++
+			}
+		}
+		return float64(fp) / n
+	}
+	raw, filtered := fpr(func(h uint64) uint64 { return h }), fpr(FilterHash)
+	t.Logf("false positives: %.4f%% keyed by the hash, %.4f%% by FilterHash", 100*raw, 100*filtered)
+	if filtered > raw*1.15 {
+		t.Fatalf("FilterHash makes the filter answer falsely %.4f%% of the time, the raw hash %.4f%%", 100*filtered, 100*raw)
 	}
 }
