@@ -18,12 +18,14 @@ type Recovered struct {
 	File    vfs.File
 	Size    int64 // of the file (sealed, after Recover)
 	DataEnd int64 // where its records end
-	// Entries are, after a scan, the segment's records in offset order followed by a delete
-	// entry for each key in Lost. A footer's entries are not read into memory: Each hands over
-	// either.
+	// Entries are, after a read-only scan, the segment's records in offset order, and after
+	// any scan a delete entry for each key in Lost, last. A footer's entries, the one found or
+	// the one a scan wrote, are not read into memory: Each hands all of them over.
 	Entries []Entry
-	// footer is the number of entries of the checked footer Each reads (when not Scanned).
+	// footer is the number of entries of the footer Each reads: the checked one, or the one a
+	// scan wrote (then Entries holds only the deletes of Lost).
 	footer int
+	fs     vfs.FS
 	// Lost are the keys of the records that damage the scan stopped at took with it (see
 	// LostKeys): the caller forgets them, durably.
 	Lost [][]byte
@@ -71,7 +73,7 @@ func Inspect(fs vfs.FS, dir string, id uint32) (*Recovered, error) {
 }
 
 func recoverFile(fs vfs.FS, dir string, id uint32, sync, readOnly bool) (*Recovered, error) {
-	rec := &Recovered{}
+	rec := &Recovered{fs: fs}
 	var f vfs.File
 	var size int64
 	var err error
@@ -125,26 +127,23 @@ func recoverFile(fs vfs.FS, dir string, id uint32, sync, readOnly bool) (*Recove
 }
 
 // Count is how many entries Each hands over.
-func (rec *Recovered) Count() int {
-	if rec.Scanned {
-		return len(rec.Entries)
-	}
-	return rec.footer
-}
+func (rec *Recovered) Count() int { return rec.footer + len(rec.Entries) }
 
 // Each calls fn with the segment's entries: its records in offset order, from the footer (read
-// a chunk at a time) or from the scan, then after a scan a delete entry per key in Lost. It stops
-// at fn's first error and returns it.
+// a chunk at a time) or, read-only, from the scan, then after a scan a delete entry per key in
+// Lost. It stops at fn's first error and returns it.
 func (rec *Recovered) Each(fn func(Entry) error) error {
-	if rec.Scanned || rec.footer == 0 {
-		for _, e := range rec.Entries {
-			if err := fn(e); err != nil {
-				return err
-			}
+	if rec.footer > 0 {
+		if err := EachFooterEntry(rec.File, rec.DataEnd, rec.footer, fn); err != nil {
+			return err
 		}
-		return nil
 	}
-	return EachFooterEntry(rec.File, rec.DataEnd, rec.footer, fn)
+	for _, e := range rec.Entries {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openPastHeader opens segment id in dir for reading alone, whatever its header holds, with its
@@ -178,13 +177,24 @@ func holdsRecord(f vfs.File, size int64) bool {
 var errStopScan = errors.New("segment: scan stopped")
 
 // scan recovers the records of a segment without a usable footer, then, unless readOnly, seals
-// it (synced if sync).
+// it (synced if sync). Sealing, the entries the scan finds wait in an entry log, as an active
+// segment's do, and Each reads them back from the footer written from it; read-only, they are
+// kept in Entries.
 func (rec *Recovered) scan(sync, readOnly bool) error {
 	f, size := rec.File, rec.Size
 	rec.Scanned = true
-	var entries []Entry
+	var log *entryLog
+	if !readOnly {
+		dir, name := filepath.Split(f.Name())
+		log = &entryLog{fs: rec.fs, name: filepath.Join(dir, name+entryLogSuffix)}
+		defer log.drop()
+	}
 	res := Scan(f, size, func(e Entry, _ record.Header, _ []byte) error {
-		entries = append(entries, e)
+		if log != nil {
+			log.add(e)
+		} else {
+			rec.Entries = append(rec.Entries, e)
+		}
 		return nil
 	})
 	if res.Err != nil && !errors.Is(res.Err, corruption.ErrCorrupt) {
@@ -202,16 +212,25 @@ func (rec *Recovered) scan(sync, readOnly bool) error {
 		}
 		rec.Lost = lost
 	}
-	if !readOnly {
-		var err error
-		if rec.Size, err = WriteFooter(f, entries, res.End, sync); err != nil {
+	rec.DataEnd = res.End
+	if log != nil {
+		if err := checkDataEnd(res.End); err != nil {
+			return fmt.Errorf("segment: seal recovered %s: %w", f.Name(), err)
+		}
+		w := newFooterWriter(f, res.End)
+		err := log.each(func(e Entry) error {
+			rec.footer++
+			return w.add(e)
+		})
+		if err == nil {
+			rec.Size, err = w.finish(sync)
+		}
+		if err != nil {
 			return fmt.Errorf("segment: seal recovered %s: %w", f.Name(), err)
 		}
 	}
-	rec.DataEnd = res.End
 	for _, k := range rec.Lost {
-		entries = append(entries, Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
+		rec.Entries = append(rec.Entries, Entry{Hash: record.KeyHash(k), Kind: record.KindDelete})
 	}
-	rec.Entries = entries
 	return nil
 }
