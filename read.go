@@ -23,7 +23,21 @@ const smallRecord = 1<<20 + record.HeaderSize + record.MaxKeyLen
 // A miss that the bloom filter rejects costs no I/O and no allocation; a hit of a blob up to
 // 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read. Close the
 // reader (or read it to the end) to hand back its buffer and file at once.
-func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1) }
+func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false) }
+
+// Open is Get for a caller that hands the blob to a socket with the Reader's WriteTo (io.Copy
+// to a net.Conn does that). Its first read brings in the record's header and key, and the whole
+// value only if it is at most OpenHead bytes; the rest stays in the segment, and WriteTo has
+// the kernel copy it from the page cache to the socket (sendfile(2) on Linux) without a copy
+// through user space, when no check needs its bytes (Options.VerifyOnRead off) and the hit is
+// read through the page cache (see docs/DESIGN.md, "Which hits go to the device"). Otherwise, and
+// for a caller that calls Read, the Reader reads the value as Get's does, one more positioned
+// read than Get for a value over OpenHead bytes.
+func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(key, 0, -1, true) }
+
+// OpenHead is the largest value Open reads with the record's header: smaller values cost a
+// socket write from memory about what sending them from the file would.
+const OpenHead = 16 << 10
 
 // GetRange is Get for the bytes [off, off+n) of the blob (n < 0: to the end). The range is
 // clamped to the blob. Verification applies only when the range is the whole blob; the header
@@ -32,10 +46,12 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 	if off < 0 {
 		return nil, false
 	}
-	return c.get(key, off, n)
+	return c.get(key, off, n, false)
 }
 
-func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
+// get is Get, GetRange and Open: a reader of value bytes [off, off+n) (n < 0: to the end); with
+// lazy, Open's.
+func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
 		return nil, false
 	}
@@ -56,7 +72,7 @@ func (c *Cache) get(key []byte, off, n int64) (*Reader, bool) {
 		return c.memReader(v, off, n), true
 	}
 	for l.next() {
-		r, res := c.openRecord(&l, off, n)
+		r, res := c.openRecord(&l, off, n, lazy)
 		switch res {
 		case openHit:
 			l.hit()
@@ -121,7 +137,7 @@ func (c *Cache) GetMany(keys [][]byte, fn func(i int, r *Reader) error) error {
 			if !may[i] {
 				continue
 			}
-			r, ok := c.get(k, 0, -1)
+			r, ok := c.get(k, 0, -1, false)
 			if !ok {
 				continue
 			}
@@ -144,14 +160,17 @@ const (
 )
 
 // openRecord reads the record l found and builds a reader for value bytes [off, off+n). The
-// file l holds is released or handed to the Reader.
-func (c *Cache) openRecord(l *keyLookup, off, n int64) (*Reader, openResult) {
+// file l holds is released or handed to the Reader. lazy is Open's first read.
+func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, openResult) {
 	s, recOff, loc := l.file, l.recOff, l.loc
 	// What the first read brings in: the whole record when small, else header and key plus the
 	// start of the value when the range starts at 0 (as if the header were of the current
-	// format: a legacy one is shorter, and the value starts a little earlier).
+	// format: a legacy one is shorter, and the value starts a little earlier); for Open, header
+	// and key alone unless the value is small.
 	first := int64(loc.Length)
-	if first > smallRecord {
+	if lazy && first > l.prefixLen()+OpenHead {
+		first = l.prefixLen()
+	} else if first > smallRecord {
 		first = l.prefixLen()
 		if off == 0 {
 			want := int64(loc.Length) - first

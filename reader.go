@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
@@ -132,7 +133,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written.
+// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written. When w
+// is a socket (a syscall.Conn: *net.TCPConn, *net.UnixConn) and value bytes are left in the
+// segment file, read through the page cache, with no checksum to verify on the way (see Open),
+// the kernel sends them from the file (vfs.SendFile); otherwise they are read and written.
 func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	if r.err == nil && r.remain == 0 && len(r.val) > 0 && r.verify {
@@ -180,6 +184,19 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 			}
 			return total, r.err
 		}
+		if sc, ok := w.(syscall.Conn); ok && !r.verify {
+			if f, ok := r.rd.(vfs.File); ok {
+				n, err := r.send(sc, f)
+				total += n
+				if n > 0 || !errors.Is(err, errors.ErrUnsupported) {
+					if err == nil || err == io.EOF {
+						return total, nil
+					}
+					return total, err
+				}
+				// Nothing sent: the file or the socket cannot; copy instead.
+			}
+		}
 		if chunk == nil {
 			chunk = make([]byte, streamChunk)
 		}
@@ -200,6 +217,37 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 }
+
+// send has the kernel copy the value bytes left in the file f to the socket sc, sendChunk at a
+// time. The reader's segment reference keeps the bytes as they are meanwhile (a freed range is
+// punched out only once no reader holds the segment); like Read, it fails if the blob is
+// replaced or deleted while it is sent, with what was sent counted. It ends the reader.
+func (r *Reader) send(sc syscall.Conn, f vfs.File) (int64, error) {
+	var total int64
+	for r.remain > 0 {
+		n, err := vfs.SendFile(sc, f, r.off, min(r.remain, sendChunk))
+		total += n
+		r.off += n
+		r.remain -= n
+		r.c.stats.sentBytes.Add(uint64(n))
+		if err == nil && !r.c.stillAt(r.h, r.loc) {
+			err = fmt.Errorf("%w: blob was replaced while being sent", ErrNotFound)
+		}
+		if err != nil {
+			if total == 0 && errors.Is(err, errors.ErrUnsupported) {
+				return 0, err // the caller copies instead
+			}
+			r.fail(err)
+			return total, err
+		}
+	}
+	r.finish()
+	return total, r.err
+}
+
+// sendChunk is how many bytes send asks the kernel to send before it checks that the blob is
+// still there.
+const sendChunk = 4 << 20
 
 // finish ends the reader after its last byte: checks checksums, releases resources.
 func (r *Reader) finish() {

@@ -65,6 +65,9 @@ type Stats struct {
 	ReadsPageCache uint64
 	ReadsFilled    uint64
 	ReadsDirect    uint64
+	// SentBytes are value bytes the kernel sent from segment files to sockets without a copy
+	// through user space (Open, Reader.WriteTo).
+	SentBytes uint64
 
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
@@ -116,7 +119,7 @@ type counters struct {
 	reinsertDropped                       atomic.Uint64
 	promoted, ghostAdmits                 atomic.Uint64
 	readsPageCache, readsFilled           atomic.Uint64
-	readsDirect                           atomic.Uint64
+	readsDirect, sentBytes                atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -152,6 +155,7 @@ func (c *Cache) Stats() Stats {
 		ReadsPageCache:     c.stats.readsPageCache.Load(),
 		ReadsFilled:        c.stats.readsFilled.Load(),
 		ReadsDirect:        c.stats.readsDirect.Load(),
+		SentBytes:          c.stats.sentBytes.Load(),
 		Flushes:            c.stats.flushes.Load(),
 		FlushedBytes:       c.stats.flushedBytes.Load(),
 		FlushTime:          time.Duration(c.stats.flushNanos.Load()),

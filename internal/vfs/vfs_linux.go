@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -272,3 +273,50 @@ func (f *osFile) statPageCache(off, n int64) (PageCacheStat, error) {
 	pages := (off+n+page-1)/page - off/page
 	return PageCacheStat{Pages: pages, Cached: int64(c.st.Cache), Evicted: int64(c.st.Evicted)}, nil
 }
+
+// sendTo sends the n bytes at off to the socket dst with sendfile(2), a call at a time of at
+// most sendChunk bytes, waiting for dst to be writable when its buffer is full.
+func (f *osFile) sendTo(dst syscall.RawConn, off, n int64) (int64, error) {
+	var sent int64
+	var serr error
+	cerr := f.rc.Control(func(in uintptr) {
+		werr := dst.Write(func(out uintptr) bool {
+			for sent < n {
+				o := off + sent
+				k, err := unix.Sendfile(int(out), int(in), &o, int(min(n-sent, sendChunk)))
+				if k > 0 {
+					sent += int64(k)
+				}
+				switch {
+				case err == unix.EAGAIN:
+					return false // wait until the socket takes more
+				case err == unix.EINTR:
+				case err != nil:
+					serr = err
+					return true
+				case k == 0:
+					serr = io.ErrUnexpectedEOF // the file ends before the range does
+					return true
+				}
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+	})
+	if serr == nil {
+		serr = cerr
+	}
+	if serr != nil {
+		if sent == 0 && (serr == unix.EINVAL || serr == unix.ENOSYS) {
+			serr = errors.Join(errors.ErrUnsupported, serr)
+		}
+		return sent, &os.PathError{Op: "sendfile", Path: f.Name(), Err: serr}
+	}
+	return sent, nil
+}
+
+// sendChunk is the most one sendfile call is asked to send: a slow socket then gives the
+// runtime a chance to wait for it between calls, and a call never blocks long.
+const sendChunk = 1 << 20
