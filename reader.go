@@ -64,6 +64,11 @@ func (r *segRef) release() {
 	}
 }
 
+// Verifies reports whether the reader checks the value against its stored checksums as it
+// delivers it (Options.VerifyOnRead, for a whole blob): a mismatch is then known only once the
+// last bytes are delivered.
+func (r *Reader) Verifies() bool { return r.verify }
+
 // Size is the number of bytes the reader delivers (the blob's size for Get).
 func (r *Reader) Size() int64 { return r.size }
 

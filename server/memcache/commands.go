@@ -295,7 +295,7 @@ func (c *conn) getOne(k []byte, withCAS, touch bool, expires int64) (bool, error
 		c.s.stats.cmdGet.Add(1)
 	}
 	began := false
-	found, err := c.s.st.Get(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
+	found, err := c.s.st.Send(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
 		began = true
 		c.w.WriteString("VALUE ")
 		c.w.Write(k)
@@ -304,7 +304,7 @@ func (c *conn) getOne(k []byte, withCAS, touch bool, expires int64) (bool, error
 			c.w.WriteString(" " + strconv.FormatUint(cas(info), 10))
 		}
 		c.w.WriteString("\r\n")
-		return store.Plan{W: c.w, N: -1}, nil
+		return store.Plan{W: c.w, N: -1, Sock: c.sock}, nil
 	})
 	switch {
 	case err != nil && began:

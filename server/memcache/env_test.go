@@ -28,10 +28,16 @@ func newEnv(t *testing.T, cfg Config) *env {
 
 func newEnvStore(t *testing.T, cfg Config, scfg store.Config) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, scfg, testOptions())
+}
+
+// newEnvWith is newEnvStore with the cache's options.
+func newEnvWith(t *testing.T, cfg Config, scfg store.Config, opts []blobcache.Option) *env {
+	t.Helper()
 	if scfg.Now == nil {
 		scfg.Now = func() time.Time { return testNow }
 	}
-	c, err := blobcache.New(t.TempDir(), append(testOptions(), blobcache.WithClock(scfg.Now))...)
+	c, err := blobcache.New(t.TempDir(), append(opts, blobcache.WithClock(scfg.Now))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -266,15 +266,17 @@ func (s *side) normalize(reply string) string {
 		var data string
 		if size >= 0 && size+2 <= len(reply) {
 			data, reply = reply[:size+2], reply[size+2:]
-			if n := paddedNumber(data[:size]); n < size {
-				// A number an incr or decr left padded with spaces: memcached pads it only
-				// when nothing else holds the item at that moment (an answer still being sent,
-				// its LRU threads), so the padding is not deterministic. Compared unpadded.
-				data = data[:n] + "\r\n"
+			if v := unpad(data[:size]); len(v) < size {
+				// A number an incr or decr left padded with spaces, alone or with what appends
+				// and prepends added around it since: memcached pads it only when nothing else
+				// holds the item at that moment (an answer still being sent, its LRU threads),
+				// so the padding is not deterministic. Both servers' values are compared with
+				// the spaces after every digit taken out.
+				data = v + "\r\n"
 				if f[0] == "VALUE" {
-					f[3] = strconv.Itoa(n)
+					f[3] = strconv.Itoa(len(v))
 				} else {
-					f[1] = strconv.Itoa(n)
+					f[1] = strconv.Itoa(len(v))
 				}
 			}
 		}
@@ -284,17 +286,16 @@ func (s *side) normalize(reply string) string {
 	return out.String()
 }
 
-// paddedNumber returns the length of the decimal number that starts b when spaces alone follow
-// it, else len(b).
-func paddedNumber(b string) int {
-	n := 0
-	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
-		n++
+// unpad returns b without the spaces that follow a digit.
+func unpad(b string) string {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] == ' ' && i > 0 && (b[i-1] >= '0' && b[i-1] <= '9' || len(out) > 0 && out[len(out)-1] >= '0' && out[len(out)-1] <= '9' && b[i-1] == ' ') {
+			continue
+		}
+		out = append(out, b[i])
 	}
-	if n == 0 || strings.TrimRight(b[n:], " ") != "" {
-		return len(b)
-	}
-	return n
+	return string(out)
 }
 
 func (s *side) label(cas string) string {
@@ -528,6 +529,19 @@ type oracleGen struct {
 	r      *rand.Rand
 	keys   []string
 	values int
+	// counted are the keys an incr, decr or ma may have left holding a number padded with
+	// spaces, which memcached may or may not have padded (see normalize): an append or prepend
+	// to one would make the two servers' values differ for good (one numeric, one not), so
+	// until a set replaces it, writes to it are sets.
+	counted map[string]bool
+}
+
+// countedKey marks k as holding a counted number, or, with false, a value of its own.
+func (g *oracleGen) countedKey(k string, counted bool) {
+	if g.counted == nil {
+		g.counted = make(map[string]bool)
+	}
+	g.counted[k] = counted
 }
 
 func (g *oracleGen) key() string { return g.keys[g.r.IntN(len(g.keys))] }
@@ -577,8 +591,9 @@ func (g *oracleGen) metaFlags(flags []string) string {
 func (g *oracleGen) command() string {
 	switch op := g.r.IntN(32); {
 	case op < 6:
-		v := g.value()
-		return fmt.Sprintf("set %s %d %s %d%s\r\n%s\r\n", g.key(), g.r.Uint32()>>uint(g.r.IntN(32)), g.exptime(), len(v), g.noreply(), v)
+		v, k := g.value(), g.key()
+		g.countedKey(k, false)
+		return fmt.Sprintf("set %s %d %s %d%s\r\n%s\r\n", k, g.r.Uint32()>>uint(g.r.IntN(32)), g.exptime(), len(v), g.noreply(), v)
 	case op < 10:
 		cmd := []string{"get", "gets"}[g.r.IntN(2)]
 		for range 1 + g.r.IntN(4) {
@@ -592,10 +607,16 @@ func (g *oracleGen) command() string {
 		// No s: the size of a number memcached may or may not have padded (see normalize).
 		return "mg " + g.key() + g.metaFlags([]string{"v", "f", "k", "c", "q", "Oop" + strconv.Itoa(g.r.IntN(100))}) + "\r\n"
 	case op < 17:
-		v := g.value()
-		flags := g.metaFlags([]string{"F" + strconv.Itoa(int(g.r.Uint32()>>16)), "T" + g.exptime(), "q", "k", "Oms",
-			"M" + []string{"S", "E", "A", "P", "R"}[g.r.IntN(5)]})
-		return fmt.Sprintf("ms %s %d%s\r\n%s\r\n", g.key(), len(v), flags, v)
+		v, k := g.value(), g.key()
+		mode := []string{"S", "E", "A", "P", "R"}[g.r.IntN(5)]
+		if g.counted[k] && (mode == "A" || mode == "P") {
+			mode = "S"
+		}
+		flags := g.metaFlags([]string{"F" + strconv.Itoa(int(g.r.Uint32()>>16)), "T" + g.exptime(), "q", "k", "Oms", "M" + mode})
+		if !strings.Contains(flags, "M") || strings.Contains(flags, "MS") {
+			g.countedKey(k, false) // a set (ms's default mode)
+		}
+		return fmt.Sprintf("ms %s %d%s\r\n%s\r\n", k, len(v), flags, v)
 	case op < 18:
 		return "md " + g.key() + g.metaFlags([]string{"q", "k", "Omd"}) + "\r\n"
 	case op < 19:
@@ -605,13 +626,17 @@ func (g *oracleGen) command() string {
 	case op < 23:
 		// add, replace, append, prepend, and cas with a cas value neither server has handed
 		// out (the cas values of the two differ, so a matching one cannot be sent to both).
-		v := g.value()
+		v, k := g.value(), g.key()
 		cmd := []string{"add", "replace", "append", "prepend", "cas"}[g.r.IntN(5)]
+		if g.counted[k] && (cmd == "append" || cmd == "prepend") {
+			cmd = "set"
+			g.countedKey(k, false)
+		}
 		casID := ""
 		if cmd == "cas" {
 			casID = " 18446744073709551615"
 		}
-		return fmt.Sprintf("%s %s %d %s %d%s%s\r\n%s\r\n", cmd, g.key(), g.r.Uint32()>>uint(g.r.IntN(32)), g.exptime(), len(v), casID, g.noreply(), v)
+		return fmt.Sprintf("%s %s %d %s %d%s%s\r\n%s\r\n", cmd, k, g.r.Uint32()>>uint(g.r.IntN(32)), g.exptime(), len(v), casID, g.noreply(), v)
 	case op < 25:
 		// A number to count on, distinct from every other value written, and below 2^63 (far
 		// enough for the incrs of a run): memcached takes a value from 2^63 up for non-numeric
@@ -622,12 +647,18 @@ func (g *oracleGen) command() string {
 		if g.r.IntN(4) == 0 {
 			v += "  "
 		}
-		return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", g.key(), len(v), v)
+		k := g.key()
+		g.countedKey(k, false) // not counted yet: set as written
+		return fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", k, len(v), v)
 	case op < 27:
 		d := []string{"1", "0", "7", "18446744073709551615", "1000000000000", "x"}[g.r.IntN(6)]
-		return fmt.Sprintf("%s %s %s%s\r\n", []string{"incr", "decr"}[g.r.IntN(2)], g.key(), d, g.noreply())
+		k := g.key()
+		g.countedKey(k, true)
+		return fmt.Sprintf("%s %s %s%s\r\n", []string{"incr", "decr"}[g.r.IntN(2)], k, d, g.noreply())
 	case op < 28:
-		return "ma " + g.key() + g.metaFlags([]string{"v", "c", "k", "q", "Oma", "N0", "J7", "D3", "MD"}) + "\r\n"
+		k := g.key()
+		g.countedKey(k, true)
+		return "ma " + k + g.metaFlags([]string{"v", "c", "k", "q", "Oma", "N0", "J7", "D3", "MD"}) + "\r\n"
 	case op < 30:
 		if g.r.IntN(2) == 0 {
 			return fmt.Sprintf("touch %s %s%s\r\n", g.key(), g.exptime(), g.noreply())

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/server/metrics"
@@ -210,6 +211,8 @@ type conn struct {
 	nc net.Conn
 	r  *bufio.Reader
 	w  *bufio.Writer
+	// sock is nc for values sent from segment files (store.Send); nil if nc cannot take them.
+	sock store.Socket
 
 	authed bool
 	toks   [][]byte // reused token slice
@@ -224,7 +227,7 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	return &conn{
+	c := &conn{
 		s:      s,
 		nc:     nc,
 		r:      bufio.NewReaderSize(countedReader{nc, &s.stats.bytesRead}, s.cfg.MaxLineBytes),
@@ -232,7 +235,19 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		authed: s.cfg.Token == "",
 		toks:   make([][]byte, 0, maxTokens),
 	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.sock = connSocket{countedWriter{nc, &s.stats.bytesWritten}, sc}
+	}
+	return c
 }
+
+// connSocket is a connection as a store.Socket: writes and sends both count in bytes_written.
+type connSocket struct {
+	countedWriter
+	syscall.Conn
+}
+
+func (c connSocket) Sent(n int64) { c.n.Add(uint64(n)) }
 
 // wakeIfIdle makes an idle connection's wait for a command return at once.
 func (c *conn) wakeIfIdle() {

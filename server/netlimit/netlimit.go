@@ -1,9 +1,11 @@
 package netlimit
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -53,6 +55,15 @@ type conn struct {
 	net.Conn
 	l    *Listener
 	once sync.Once
+}
+
+// SyscallConn is the connection's own, so that bytes can be sent to it from a file (sendfile);
+// it fails with errors.ErrUnsupported if the connection has none.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *conn) Close() error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -350,6 +351,20 @@ type Plan struct {
 	W   io.Writer // nil: read nothing more
 	Off int64     // first payload byte, clamped to the payload
 	N   int64     // bytes; negative means to the end
+	// Sock, if set, is the connection W writes to. A whole payload left in its segment file
+	// (blobcache.Cache.Open: a value over blobcache.OpenHead, nothing checking its bytes) then
+	// goes to Sock from the file, without a copy through user space: W is flushed first (it
+	// must have a Flush method, as a bufio.Writer does), and what the kernel sent is reported
+	// to Sock.Sent.
+	Sock Socket
+}
+
+// Socket is a connection a payload can be sent to from a file (Plan.Sock).
+type Socket interface {
+	io.Writer
+	syscall.Conn
+	// Sent counts n bytes the kernel sent to the socket without a Write.
+	Sent(n int64)
 }
 
 // Get looks key up. On a hit it calls begin with the item's Info, then writes what begin's Plan
@@ -364,8 +379,20 @@ type Plan struct {
 // begin may be called more than once, when the blob changes under a ranged read before
 // anything was written; it must not write to the client itself.
 func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
+	return s.lookup(ctx, key, begin, false)
+}
+
+// Send is Get for a caller whose plans name the socket W writes to (Plan.Sock): the lookup
+// leaves a large value in its segment file (blobcache.Cache.Open), from where a whole payload
+// goes to the socket without a copy through user space. A plan without a socket, or for part of
+// the payload, is served as Get serves it, with one more positioned read.
+func (s *Store) Send(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
+	return s.lookup(ctx, key, begin, true)
+}
+
+func (s *Store) lookup(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool) (found bool, err error) {
 	for range 3 {
-		found, retry, err := s.get(ctx, key, begin)
+		found, retry, err := s.get(ctx, key, begin, open)
 		if !retry {
 			return found, err
 		}
@@ -384,9 +411,15 @@ var (
 // ranged read instead: past the bytes the library's first read of a large blob brings in.
 const switchOffset = 256 << 10
 
-func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found, retry bool, err error) {
+func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool) (found, retry bool, err error) {
 	t := time.Now()
-	r, ok := s.c.Get(key)
+	var r *blobcache.Reader
+	var ok bool
+	if open {
+		r, ok = s.c.Open(key)
+	} else {
+		r, ok = s.c.Get(key)
+	}
 	s.m.ObserveGet(time.Since(t), ok)
 	if !ok {
 		return false, false, nil
@@ -402,7 +435,17 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	defer s.release(held)
 	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: br.Info()}
 	d.sum, d.hasSum = br.Checksum()
-	err = copyOut(&d, br)
+	if open && !d.info.Legacy && d.blobSize > blobcache.OpenHead && !br.Verifies() {
+		// The value is in the segment file (Open): ask for the plan now, and send a whole
+		// payload to a socket from the file.
+		if _, err = d.Write(nil); err == nil && d.sock != nil {
+			sent, err := sendOut(d.w, d.sock, br)
+			return true, false, wrapSend(sent, err)
+		}
+	}
+	if err == nil {
+		err = copyOut(&d, br)
+	}
 	br.Close()
 	if err == nil && d.held {
 		// The reader finished without error, so its checks passed: release the last byte.
@@ -437,6 +480,41 @@ func (s *Store) getRange(key []byte, d *decoder) (found, retry bool, err error) 
 		return false, true, nil
 	}
 	return true, false, copyOut(d.w, rr)
+}
+
+// sendOut flushes w, the writer of the plan, and sends the value r holds to sock, counting what
+// the kernel sent past Write with sock.Sent. It returns how many payload bytes reached sock.
+func sendOut(w io.Writer, sock Socket, r *blobcache.Reader) (int64, error) {
+	if f, ok := w.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	cw := &countedSocket{Socket: sock}
+	n, err := r.WriteTo(cw)
+	sock.Sent(n - cw.written)
+	return n, err
+}
+
+// wrapSend is a send's error for Get's caller, which must close the connection: part of the
+// payload may be out.
+func wrapSend(sent int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store: send: %d payload bytes out: %w", sent, err)
+}
+
+// countedSocket counts the bytes written to a Socket with Write.
+type countedSocket struct {
+	Socket
+	written int64
+}
+
+func (c *countedSocket) Write(p []byte) (int, error) {
+	n, err := c.Socket.Write(p)
+	c.written += int64(n)
+	return n, err
 }
 
 // readMemory is the memory a Get of a blob of size bytes holds while it writes to its client:
@@ -521,9 +599,10 @@ type decoder struct {
 	hdr   int64 // item header bytes at the start of the blob
 
 	w     io.Writer
-	skip  int64 // payload bytes still to skip
-	left  int64 // payload bytes still to write
-	toEnd bool  // the range ends with the blob: let the reader finish (and verify)
+	sock  Socket // the plan's, when the payload is whole and goes there from the file
+	skip  int64  // payload bytes still to skip
+	left  int64  // payload bytes still to write
+	toEnd bool   // the range ends with the blob: let the reader finish (and verify)
 
 	// With toEnd, the blob's last byte is held back until the reader has finished, because a
 	// streamed blob's checksum mismatch is reported only after its last bytes were handed
@@ -592,6 +671,9 @@ func (d *decoder) start() error {
 		end = min(size, off+plan.N)
 	}
 	d.w, d.skip, d.left, d.toEnd = plan.W, off, end-off, end == size
+	if plan.Sock != nil && off == 0 && d.toEnd && d.hdr == 0 && d.left > 0 {
+		d.sock = plan.Sock
+	}
 	if d.left == 0 {
 		if d.toEnd {
 			return nil // let the reader finish
