@@ -4,7 +4,8 @@
 // Commands: get, gets, gat, gats, set, add, replace, append, prepend, cas, delete, incr, decr,
 // touch, flush_all, version, stats, verbosity, quit, and the meta commands mg, ms, md, ma, mn
 // and me, answered as memcached 1.6 answers them. Values are binary-safe; keys are 1 to 250
-// bytes without spaces or control bytes, or any bytes with the meta commands' b flag (base64).
+// bytes without spaces or NUL (control bytes are taken, as memcached takes them), or any bytes
+// with the meta commands' b flag (base64).
 // Client flags, expiry and the cas value are the record's (its flags, expiry and version), so a
 // get returns the flags that were set and an expired item is a miss.
 //

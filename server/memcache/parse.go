@@ -29,16 +29,18 @@ func split(line []byte, toks [][]byte) [][]byte {
 	return toks
 }
 
-// Key errors, in memcached's words where it has them. memcached takes a key with control
-// bytes, which the protocol forbids; blobcache refuses it (errBadKey).
+// Key errors, in memcached's words where it has them.
 var (
 	errBadKey    = errors.New("bad key")
 	errKeyLength = errors.New("bad command line format")
 	errBase64    = errors.New("error decoding key")
 )
 
-// checkKey validates a text-protocol key: 1 to MaxKeyLen bytes, none of them a space or a
-// control byte. Bytes from 0x80 up are allowed (memcached does not require UTF-8).
+// checkKey validates a text-protocol key: 1 to MaxKeyLen bytes, none of them a space or NUL.
+// protocol.txt forbids control bytes in keys, but memcached takes every byte its tokenizer does
+// not split on (all but the space; the line ending ends the line), NUL aside, which its parser
+// cannot hold; clients send them (memaslap's keys start with control bytes), so the server takes
+// what memcached takes. Bytes from 0x80 up are allowed (memcached does not require UTF-8).
 func checkKey(k []byte) error {
 	if len(k) == 0 {
 		return errBadKey
@@ -47,7 +49,7 @@ func checkKey(k []byte) error {
 		return errKeyLength
 	}
 	for _, b := range k {
-		if b <= ' ' || b == 0x7f {
+		if b == ' ' || b == 0 {
 			return errBadKey
 		}
 	}
