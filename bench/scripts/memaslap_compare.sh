@@ -63,6 +63,13 @@ for size in 4096 102400; do
     rss=$(peak_rss $pid)
     kill $pid; wait $pid 2> /dev/null || true
     tps=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i+1)}' | tail -1)
+    # memaslap prints the error lines a server sends; a run with any measured refusals, not
+    # operations (keys with control bytes were refused until 2026-11-25), so it is not reported.
+    errors=$(echo "$out" | grep -c 'ERROR' || true)
+    if [ "$errors" -gt 0 ]; then
+      echo "| $((size / 1024)) KiB | 32 x $win | $kind | $errors error replies: not measured | | | |"
+      continue
+    fi
     [ -z "$base" ] && base=$tps
     ratio=$(awk -v a="$tps" -v b="$base" 'BEGIN {if (b > 0) printf "%.2fx", a / b}')
     cpu=$(awk -v t=$((c1 - c0)) -v hz=$hz 'BEGIN {printf "%.1f", t / hz}')
