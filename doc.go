@@ -20,6 +20,7 @@
 //	err = c.Put(key, value)             // visible to Get at once
 //	r, ok := c.Get(key)                 // a *Reader: Read, WriteTo, Close
 //	n, err := c.ReadAt(key, buf, 0)     // into the caller's buffer, no allocation
+//	r, ok = c.Open(key)                 // for a socket: io.Copy(conn, r) sends it from the file
 //	err = c.Close()
 //
 // Records carry metadata: PutWith stores an expiry, client flags and attributes, and returns
