@@ -381,7 +381,7 @@ func ETag(info store.Info) string { return fmt.Sprintf(`"%x"`, info.Version) }
 
 func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 	lw := &lazyWriter{w: w}
-	found, err := h.st.Get(r.Context(), key, func(info store.Info) (store.Plan, error) {
+	found, err := h.st.Send(r.Context(), key, func(info store.Info) (store.Plan, error) {
 		lw.reset()
 		hdr := lw.hdr
 		etag := ETag(info)
@@ -429,7 +429,8 @@ func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 		if r.Method == http.MethodHead || n == 0 {
 			return store.Plan{}, nil
 		}
-		return store.Plan{W: lw, Off: off, N: n}, nil
+		// A whole body goes through ReadFrom, which lets the connection send it from the file.
+		return store.Plan{W: lw, Off: off, N: n, ReadFrom: off == 0 && n == info.Size}, nil
 	})
 	switch {
 	case !found && err == nil:
@@ -492,6 +493,16 @@ func (lw *lazyWriter) Write(p []byte) (int, error) {
 	return lw.w.Write(p)
 }
 
+// ReadFrom commits the headers and hands r to the response's ReadFrom (net/http's, which for a
+// body of known length hands it to the connection after its first bytes).
+func (lw *lazyWriter) ReadFrom(r io.Reader) (int64, error) {
+	lw.commit()
+	if rf, ok := lw.w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{lw.w}, r)
+}
+
 // statusWriter remembers the status code for the request metrics.
 type statusWriter struct {
 	http.ResponseWriter
@@ -511,6 +522,17 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// ReadFrom is the response's, so that a body handed to it can reach the connection.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -2,6 +2,7 @@ package netlimit
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,20 @@ func (c *conn) SyscallConn() (syscall.RawConn, error) {
 		return sc.SyscallConn()
 	}
 	return nil, errors.ErrUnsupported
+}
+
+// ReadFrom hands r to the connection: a reader that can write itself to a socket (an
+// io.WriterTo: a blobcache.Reader sends a value from its segment file) does so, else the
+// connection's own ReadFrom (sendfile from an *os.File) or a copy takes it. net/http's
+// ResponseWriter.ReadFrom calls it for a body of known length.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(c)
+	}
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 func (c *conn) Close() error {

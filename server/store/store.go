@@ -351,6 +351,10 @@ type Plan struct {
 	W   io.Writer // nil: read nothing more
 	Off int64     // first payload byte, clamped to the payload
 	N   int64     // bytes; negative means to the end
+	// ReadFrom says W takes a whole payload left in its segment file through its ReadFrom
+	// method (net/http's ResponseWriter hands the reader to its connection, which can have it
+	// sent from the file: see netlimit). Used when Sock is not set.
+	ReadFrom bool
 	// Sock, if set, is the connection W writes to. A whole payload left in its segment file
 	// (blobcache.Cache.Open: a value over blobcache.OpenHead, nothing checking its bytes) then
 	// goes to Sock from the file, without a copy through user space: W is flushed first (it
@@ -440,6 +444,10 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		// payload to a socket from the file.
 		if _, err = d.Write(nil); err == nil && d.sock != nil {
 			sent, err := sendOut(d.w, d.sock, br)
+			return true, false, wrapSend(sent, err)
+		}
+		if err == nil && d.from {
+			sent, err := d.w.(io.ReaderFrom).ReadFrom(br)
 			return true, false, wrapSend(sent, err)
 		}
 	}
@@ -598,11 +606,13 @@ type decoder struct {
 	began bool
 	hdr   int64 // item header bytes at the start of the blob
 
-	w     io.Writer
-	sock  Socket // the plan's, when the payload is whole and goes there from the file
-	skip  int64  // payload bytes still to skip
-	left  int64  // payload bytes still to write
-	toEnd bool   // the range ends with the blob: let the reader finish (and verify)
+	w    io.Writer
+	sock Socket // the plan's, when the payload is whole and goes there from the file
+	// from says a whole payload goes to w's ReadFrom (Plan.ReadFrom).
+	from  bool
+	skip  int64 // payload bytes still to skip
+	left  int64 // payload bytes still to write
+	toEnd bool  // the range ends with the blob: let the reader finish (and verify)
 
 	// With toEnd, the blob's last byte is held back until the reader has finished, because a
 	// streamed blob's checksum mismatch is reported only after its last bytes were handed
@@ -671,8 +681,9 @@ func (d *decoder) start() error {
 		end = min(size, off+plan.N)
 	}
 	d.w, d.skip, d.left, d.toEnd = plan.W, off, end-off, end == size
-	if plan.Sock != nil && off == 0 && d.toEnd && d.hdr == 0 && d.left > 0 {
-		d.sock = plan.Sock
+	if off == 0 && d.toEnd && d.hdr == 0 && d.left > 0 {
+		_, isFrom := plan.W.(io.ReaderFrom)
+		d.sock, d.from = plan.Sock, plan.Sock == nil && plan.ReadFrom && isFrom
 	}
 	if d.left == 0 {
 		if d.toEnd {
