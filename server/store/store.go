@@ -441,7 +441,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	d.sum, d.hasSum = br.Checksum()
 	if open && !d.info.Legacy && d.blobSize > blobcache.OpenHead && !br.Verifies() {
 		// The value is in the segment file (Open): ask for the plan now, and send a whole
-		// payload to a socket from the file.
+		// payload to the plan's socket from the file, or hand it to W's ReadFrom.
 		if _, err = d.Write(nil); err == nil && d.sock != nil {
 			sent, err := sendOut(d.w, d.sock, br)
 			return true, false, wrapSend(sent, err)
