@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -551,5 +552,59 @@ func TestDamageInUnsealedSegmentNeverServesOlderValue(t *testing.T) {
 	lookup(t, c, "k", v2)
 	if got := lookup(t, c, "gone"); got == hit {
 		t.Fatal("the deleted blob is back")
+	}
+}
+
+// TestWriteToWithholdsADamagedTail: with VerifyOnRead, WriteTo (io.Copy) of a blob whose value
+// was damaged on disk fails with ErrChecksumMismatch, and the writer never gets the whole value:
+// a blob read whole into memory is checked before any byte is written, and a streamed one loses
+// its last chunk, where the check fails. A consumer that counts bytes (a Content-Length, a
+// memcached VALUE line) then sees a short value, not a wrong one.
+func TestWriteToWithholdsADamagedTail(t *testing.T) {
+	for _, size := range []int{4 << 10, 3 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			dir := t.TempDir()
+			c := open(t, dir, WithVerifyOnRead(true))
+			v := value("big", 0, size)
+			if err := c.Put([]byte("big"), v); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			seg := filepath.Join(dir, segDir, segment.FileName(1))
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := int64(segment.HeaderSize)
+			for {
+				h, k, err := record.Decode(b[off:])
+				if err != nil {
+					t.Fatal("record of big not found")
+				}
+				if string(k) == "big" {
+					off += int64(h.ValueOffset()) + int64(size) - 1 // the value's last byte
+					break
+				}
+				off += h.Len()
+			}
+			damage(t, dir, filepath.Join(segDir, segment.FileName(1)), off, b, []byte{0x20})
+			c = open(t, dir, WithVerifyOnRead(true))
+			defer c.Close()
+			r, ok := c.Get([]byte("big"))
+			if !ok {
+				t.Fatal("big: miss")
+			}
+			var buf bytes.Buffer
+			n, err := io.Copy(&buf, r)
+			if !errors.Is(err, ErrChecksumMismatch) {
+				t.Fatalf("io.Copy = %d, %v; want ErrChecksumMismatch", n, err)
+			}
+			if buf.Len() >= size || int64(buf.Len()) != n {
+				t.Fatalf("the writer got %d of %d bytes (io.Copy said %d): the damaged tail was written", buf.Len(), size, n)
+			}
+			if !bytes.Equal(buf.Bytes(), v[:buf.Len()]) {
+				t.Fatal("the bytes written differ from the value's")
+			}
+		})
 	}
 }

@@ -138,7 +138,9 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written. When w
+// WriteTo implements io.WriterTo. A buffered blob is checked before any byte is written, and
+// a streamed one that fails its check does not have its last chunk written: a writer never
+// gets the whole of a value that does not match its checksums. When w
 // is a socket (a syscall.Conn: *net.TCPConn, *net.UnixConn) and value bytes are left in the
 // segment file, read through the page cache, with no checksum to verify on the way (see Open),
 // the kernel sends them from the file (vfs.SendFile); otherwise they are read and written.
@@ -206,7 +208,8 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 			chunk = make([]byte, streamChunk)
 		}
 		n, err := r.Read(chunk)
-		if n > 0 {
+		if n > 0 && (err == nil || err == io.EOF) {
+			// The last bytes of a value that fails its check are not written.
 			m, werr := w.Write(chunk[:n])
 			total += int64(m)
 			if werr != nil {
