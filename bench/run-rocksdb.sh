@@ -33,5 +33,5 @@ go build -tags nocharts,rocksdb,nopebble,nobadger -o bin/child-rocksdb ./cmd/blo
 go build -tags nocharts,nobadger -o bin/child-pebble ./cmd/blobcache-bench
 go build -tags nocharts,nopebble -o bin/child-badger ./cmd/blobcache-bench
 exec bin/blobcache-bench-rocksdb \
-	-engine-exe "blobcache*=bin/child-blobcache,rocksdb=bin/child-rocksdb,pebble=bin/child-pebble,badger=bin/child-badger" \
+	-engine-exe "blobcache*=bin/child-blobcache,floor=bin/child-blobcache,rocksdb=bin/child-rocksdb,pebble=bin/child-pebble,badger=bin/child-badger" \
 	"$@"

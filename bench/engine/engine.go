@@ -105,7 +105,7 @@ func Open(name string, cfg Config) (Engine, error) {
 }
 
 // order is the order of engines in tables and charts: BlobCache first, then the others.
-var order = []string{"blobcache", "blobcache-prod", "blobcache-direct", "rocksdb", "pebble", "badger"}
+var order = []string{"blobcache", "blobcache-prod", "blobcache-direct", "rocksdb", "pebble", "badger", "floor"}
 
 // Names lists the engines compiled in: those of order first, then any other, sorted.
 func Names() []string {
