@@ -4,6 +4,8 @@
 //	mcbench compare [flags]    run every workload against both servers, print a Markdown report
 //	mcbench load [flags]       run one workload against -addr, print the result as JSON
 //	mcbench serve [flags]      run the BlobCache server (memcached port only) until SIGTERM
+//	mcbench null [flags]       run a server that stores nothing (every get answers one fixed
+//	                           value): the ceiling of a load generator on the machine
 //
 // compare starts each server as a child process, preloads it, and runs each workload from a
 // load process of its own (mcbench load), sampling the server's CPU time and RSS from /proc
@@ -36,7 +38,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve [flags]")
+		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve|null [flags]")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], os.Args[2:]); err != nil {
@@ -54,6 +56,8 @@ func run(cmd string, args []string) error {
 		return load(args)
 	case "serve":
 		return serve(args)
+	case "null":
+		return null(args)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
