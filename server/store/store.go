@@ -131,11 +131,12 @@ func writeMemory(n int64) int64 {
 
 // acquire waits for n bytes of the memory budget, up to the admission timeout.
 func (s *Store) acquire(ctx context.Context, n int64) error {
-	if s.admit < 0 {
-		if !s.gate.TryAcquire(n) {
+	// The gate is rarely full: it is taken without a timer when it can be at once (TryAcquire
+	// fails while others wait, so waiters keep their turn).
+	if !s.gate.TryAcquire(n) {
+		if s.admit < 0 {
 			return ErrBusy
 		}
-	} else {
 		actx, cancel := context.WithTimeout(ctx, s.admit)
 		err := s.gate.Acquire(actx, n)
 		cancel()

@@ -1,0 +1,45 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/item"
+)
+
+// BenchmarkGet is the store's share of a memcached get of a 4 KiB value the page cache holds,
+// with the server's default check on read: the memory budget, the lookup, the read and the
+// copy to the client's writer.
+func BenchmarkGet(b *testing.B) {
+	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := New(c, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := randomBytes(1, 4<<10)
+	v, err := s.Reserve(ctx, int64(len(payload)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Put([]byte("key"), v, bytes.NewReader(payload), item.Meta{}, blobcache.Precondition{}); err != nil {
+		b.Fatal(err)
+	}
+	v.Release()
+	c.Drain()
+	begin := func(Info) (Plan, error) { return Plan{W: io.Discard, N: -1}, nil }
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if found, err := s.Send(ctx, []byte("key"), begin); !found || err != nil {
+			b.Fatalf("Send = %v, %v", found, err)
+		}
+	}
+}
