@@ -532,17 +532,7 @@ func TestDamageInUnsealedSegmentNeverServesOlderValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := int64(segment.HeaderSize)
-	for {
-		h, k, err := record.Decode(b[off:])
-		if err != nil {
-			t.Fatal("record of other not found")
-		}
-		if string(k) == "other" {
-			break
-		}
-		off += h.Len()
-	}
+	off, _ := findRecord(t, b, "other")
 	b[off+8] ^= 0x04 // valueLen
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -575,18 +565,8 @@ func TestWriteToWithholdsADamagedTail(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := int64(segment.HeaderSize)
-			for {
-				h, k, err := record.Decode(b[off:])
-				if err != nil {
-					t.Fatal("record of big not found")
-				}
-				if string(k) == "big" {
-					off += int64(h.ValueOffset()) + int64(size) - 1 // the value's last byte
-					break
-				}
-				off += h.Len()
-			}
+			off, h := findRecord(t, b, "big")
+			off += int64(h.ValueOffset()) + int64(size) - 1 // the value's last byte
 			damage(t, dir, filepath.Join(segDir, segment.FileName(1)), off, b, []byte{0x20})
 			c = open(t, dir, WithVerifyOnRead(true))
 			defer c.Close()
@@ -606,5 +586,22 @@ func TestWriteToWithholdsADamagedTail(t *testing.T) {
 				t.Fatal("the bytes written differ from the value's")
 			}
 		})
+	}
+}
+
+// findRecord returns the offset and header of the first record of key in seg, a segment file's
+// bytes, scanning from its first record.
+func findRecord(t *testing.T, seg []byte, key string) (int64, record.Header) {
+	t.Helper()
+	off := int64(segment.HeaderSize)
+	for {
+		h, k, err := record.Decode(seg[off:])
+		if err != nil {
+			t.Fatalf("record of %s not found: %v", key, err)
+		}
+		if string(k) == key {
+			return off, h
+		}
+		off += h.Len()
 	}
 }
