@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNullServer(t *testing.T) {
@@ -51,4 +52,36 @@ func TestNullServer(t *testing.T) {
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("serve after the listener closed = %v", err)
 	}
+}
+
+// FuzzNullServer feeds the null server arbitrary bytes: it must answer or hang up, never panic or
+// wait for more than the client sent.
+func FuzzNullServer(f *testing.F) {
+	for _, seed := range []string{
+		"get a b\r\n", "gets a\r\nquit\r\n", "set k 0 0 3\r\nabc\r\n", "set k 0 0 -1\r\n",
+		"cas k 0 0 2 7 noreply\r\nxy\r\n", "set k 0 0 99999999\r\nab", "\r\n", "bogus", "delete\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	go newNullServer(3).serve(ln)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() {
+			c.Write(in)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatalf("reading the replies: %v", err)
+		}
+	})
 }
