@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,12 +46,21 @@ var (
 // The counter is read directly (c.diskBytes, which is all Stats().DiskBytes returns) rather
 // than through Stats, which takes writer.mu: a sampler that contends for the writer's lock
 // every millisecond would change the workload it measures, and would hang with it.
+//
+// The files are not one snapshot: each is stat'ed in turn, and space moves between them
+// meanwhile (an eviction frees an old segment, then a new one is allocated). A listing that
+// stat'ed the old file before its eviction and the new one after its allocation adds up space
+// that never existed at once. So the files are stat'ed newest first (space moves from older
+// segments to newer ones), and a listing that took longer than tornAfter (the sampler was
+// descheduled in it: under the race detector and a CPU hog, for 10-30 ms) is counted as torn
+// and not checked. check fails if more than half the listings were torn, so the bound is
+// always checked on most of them.
 type diskBound struct {
 	c      *Cache
 	segDir string
 	limit  int64
 
-	samples, over         atomic.Uint64
+	samples, over, torn   atomic.Uint64
 	maxCounted, maxOnDisk atomic.Int64
 	err                   atomic.Pointer[error] // the first failure to stat the files
 	quit, done            chan struct{}
@@ -81,17 +91,25 @@ func startDiskBound(c *Cache) *diskBound {
 	return d
 }
 
+// tornAfter is how long a listing of the segment files may take and still count as a snapshot.
+const tornAfter = 2 * time.Millisecond
+
 func (d *diskBound) sample() {
 	counted := d.c.diskBytes.Load()
+	start := time.Now()
 	onDisk, err := segmentFilesAllocated(d.segDir)
 	if err != nil {
 		d.err.CompareAndSwap(nil, &err)
 	}
 	d.samples.Add(1)
+	raiseTo(&d.maxCounted, counted)
+	if time.Since(start) > tornAfter {
+		d.torn.Add(1)
+		onDisk = 0 // not a snapshot: only the counter is checked
+	}
 	if counted > d.limit || onDisk > d.limit {
 		d.over.Add(1)
 	}
-	raiseTo(&d.maxCounted, counted)
 	raiseTo(&d.maxOnDisk, onDisk)
 }
 
@@ -108,11 +126,14 @@ func (d *diskBound) check(t testing.TB) {
 	<-d.done
 	d.sample()
 	maxSize := float64(d.c.opts.MaxSize)
-	t.Logf("disk: %d samples; highest DiskBytes %.2fx MaxSize, highest allocated %.2fx MaxSize (bound %.2fx: MaxSize %d + SegmentSize %d)",
-		d.samples.Load(), float64(d.maxCounted.Load())/maxSize, float64(d.maxOnDisk.Load())/maxSize,
+	t.Logf("disk: %d samples (%d listings torn); highest DiskBytes %.2fx MaxSize, highest allocated %.2fx MaxSize (bound %.2fx: MaxSize %d + SegmentSize %d)",
+		d.samples.Load(), d.torn.Load(), float64(d.maxCounted.Load())/maxSize, float64(d.maxOnDisk.Load())/maxSize,
 		float64(d.limit)/maxSize, d.c.opts.MaxSize, d.c.opts.SegmentSize)
 	if err := d.err.Load(); err != nil {
 		t.Errorf("disk: %v", *err)
+	}
+	if torn := d.torn.Load(); torn > d.samples.Load()/2 {
+		t.Errorf("disk: %d of %d listings of the segment files took over %v: the files' bound was not checked", torn, d.samples.Load(), tornAfter)
 	}
 	if n := d.over.Load(); n > 0 {
 		t.Errorf("disk over MaxSize + SegmentSize in %d of %d samples: DiskBytes up to %d (%.2fx MaxSize), files' allocated bytes up to %d (%.2fx MaxSize); bound %d (%.2fx)",
@@ -129,6 +150,8 @@ func segmentFilesAllocated(dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Newest first (segment names sort by id): see diskBound.
+	slices.Reverse(entries)
 	var sum int64
 	for _, e := range entries {
 		fi, err := os.Lstat(filepath.Join(dir, e.Name()))
