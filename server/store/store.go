@@ -578,7 +578,7 @@ func copyOut(w io.Writer, r *blobcache.Reader) error {
 	defer bufpool.Put(buf)
 	for {
 		n, err := r.Read(*buf)
-		if n > 0 {
+		if n > 0 && (err == nil || err == io.EOF) { // a damaged tail is not written
 			if _, werr := w.Write((*buf)[:n]); werr != nil {
 				return werr
 			}
