@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -95,4 +96,58 @@ func TestZipf(t *testing.T) {
 	if err := (Zipf{Alpha: 0.8, Objects: 10, Requests: 10}).Validate(); err == nil {
 		t.Error("size 0 accepted")
 	}
+}
+
+// FuzzReadOracle: any bytes are a trace (24 bytes a record) or ErrFormat, and a trace read back
+// from what WriteOracle writes of it is the same.
+func FuzzReadOracle(f *testing.F) {
+	var seed bytes.Buffer
+	WriteOracle(&seed, []Request{{Time: 1, ID: 7, Size: 4096}, {Time: 2, ID: 7, Size: 4096}})
+	f.Add(seed.Bytes())
+	f.Add(seed.Bytes()[:30])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		reqs, err := ReadOracle(bytes.NewReader(b))
+		if len(b)%OracleRecordSize != 0 {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("%d bytes: err = %v, want ErrFormat", len(b), err)
+			}
+			return
+		}
+		if err != nil || len(reqs) != len(b)/OracleRecordSize {
+			t.Fatalf("%d bytes: %d requests, %v", len(b), len(reqs), err)
+		}
+		var out bytes.Buffer
+		if err := WriteOracle(&out, reqs); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadOracle(&out)
+		if err != nil || !slices.Equal(again, reqs) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+// FuzzReadCSV: any bytes are a trace or ErrFormat; every request's id is numbered from 1 in
+// order of first appearance.
+func FuzzReadCSV(f *testing.F) {
+	f.Add([]byte("key,size\na,100\nb,200\na,100\n"))
+	f.Add([]byte("a,1,extra\n\"q\"\"x\",2\n"))
+	f.Add([]byte("a\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		reqs, err := ReadCSV(bytes.NewReader(b))
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("err = %v, want ErrFormat", err)
+			}
+			return
+		}
+		var top uint64
+		for i, r := range reqs {
+			if r.ID == 0 || r.ID > top+1 {
+				t.Fatalf("request %d: id %d after ids up to %d", i, r.ID, top)
+			}
+			top = max(top, r.ID)
+		}
+	})
 }
