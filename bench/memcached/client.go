@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// MaxValueSize is the longest value Get takes from a server; a longer VALUE line is an error,
+// not an allocation of whatever size it names.
+const MaxValueSize = 1 << 30
+
 // Conn is a minimal memcached text-protocol client over one connection.
 type Conn struct {
 	nc      net.Conn
@@ -76,7 +80,7 @@ func (c *Conn) Get(key string, buf []byte) (value []byte, hit bool, err error) {
 		return nil, false, fmt.Errorf("get %s: %q", key, bytes.TrimSpace(line))
 	}
 	n, err := strconv.Atoi(string(f[3]))
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > MaxValueSize {
 		return nil, false, fmt.Errorf("get %s: bad length in %q", key, bytes.TrimSpace(line))
 	}
 	if cap(buf) < n+2 {
