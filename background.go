@@ -110,19 +110,19 @@ func (c *Cache) rebuildBloom() {
 // sweepOrphans removes the segment files that are neither live nor being created (what a failed
 // removal left), and counts the strays again (see recover).
 func (c *Cache) sweepOrphans() {
-	ents, err := c.opts.fs.ReadDir(c.segDir)
+	ents, err := c.opts.fs.ReadDir(c.segs.dir)
 	if err != nil {
 		return
 	}
 	t := c.segs.table.Load()
-	next := c.nextSegmentID.Load()
+	next := c.segs.lastID.Load()
 	strays := int64(0)
 	for _, e := range ents {
 		if id, ok := segment.ParseEntryLogName(e.Name()); ok && !e.IsDir() {
 			// An active segment's, or one being sealed, is in use; any other was left behind
 			// (a removal that failed).
 			if s := t.get(id); id < next && (s == nil || s.sealed.Load()) {
-				_ = c.opts.fs.Remove(filepath.Join(c.segDir, e.Name()))
+				_ = c.opts.fs.Remove(filepath.Join(c.segs.dir, e.Name()))
 			}
 			continue
 		}
@@ -133,7 +133,7 @@ func (c *Cache) sweepOrphans() {
 		case t.get(id) != nil || id >= next:
 			// live, or being created right now
 		default:
-			c.removeOrphan(filepath.Join(c.segDir, e.Name()))
+			c.removeOrphan(filepath.Join(c.segs.dir, e.Name()))
 		}
 	}
 	c.stats.strays.Store(strays)

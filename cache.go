@@ -37,13 +37,12 @@ type Cache struct {
 	bloomNext atomic.Pointer[bloom.Filter] // set while a rebuild runs; Puts add to both
 	rebuildMu sync.Mutex
 
-	segs          segments
-	nextSegmentID atomic.Uint32 // last id used
-	diskBytes     atomic.Int64
-	regionDisk    [numRegions]atomic.Int64 // diskBytes by region (region.go)
-	sealingTails  atomic.Int64             // the tails in diskBytes of segments being sealed (segHandle.tail)
+	diskBytes atomic.Int64 // the space the layout's files take (space.go, perblob.go)
 
-	layout layout // segment files or one file per blob
+	// segs is the segment layout (seglayout.go): the live segments, placement, seals and
+	// eviction. With PerBlobFiles it holds no segment, and layout is the blob files.
+	segs   *segmentLayout
+	layout layout
 	w      *writer
 
 	// What the cache keeps (policy.go, reinsert.go): admission is set when Puts are admitted
@@ -64,17 +63,7 @@ type Cache struct {
 	vers      versions
 	idVersion uint32 // the identity file's format version when opened
 
-	// Per-blob mode (perblob.go): the last seq used, and the blob files in write order, owned by
-	// the commit goroutine.
-	blobSeq  atomic.Uint64
-	fifo     []fifoEntry
-	fifoHead int
-
-	sealers sync.WaitGroup // seal goroutines (see seal)
-	lost    [][]byte       // keys lost to damage found by recovery, forgotten durably by New
-
-	reclaimMu sync.Mutex
-	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
+	lost [][]byte // keys lost to damage found by recovery, forgotten durably by New
 
 	fills fillGate // whether hits fill the page cache (readroute.go)
 
@@ -101,8 +90,8 @@ func New(path string, opts ...Option) (*Cache, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	c := &Cache{opts: o, dir: path, segDir: filepath.Join(path, segDir), toReclaim: make(map[*segHandle]struct{})}
-	c.segs.table.Store(&segTable{})
+	c := &Cache{opts: o, dir: path}
+	c.segs = newSegmentLayout(c)
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}
@@ -115,9 +104,9 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.idx = index.NewHashTable(int(o.ExpectedBlobs))
 	}
 	if o.PerBlobFiles {
-		c.layout = blobFiles{c}
+		c.layout = &blobFiles{c: c}
 	} else {
-		c.layout = segmentLayout{c}
+		c.layout = c.segs
 	}
 	stamp, err := c.layout.recover()
 	if err != nil {
@@ -266,9 +255,9 @@ func (c *Cache) openDir() error {
 	if c.opts.ReadOnly {
 		return nil
 	}
-	if err := fs.MkdirAll(c.segDir, 0o755); err != nil {
+	if err := fs.MkdirAll(c.segs.dir, 0o755); err != nil {
 		lk.Close()
-		return fmt.Errorf("blobcache: create %s: %w", c.segDir, err)
+		return fmt.Errorf("blobcache: create %s: %w", c.segs.dir, err)
 	}
 	return nil
 }
@@ -615,7 +604,7 @@ func (c *Cache) Close() error {
 			c.rs.close()
 		}
 		c.w.close()
-		c.sealers.Wait()
+		c.segs.sealers.Wait()
 		var errs []error
 		switch {
 		case c.stats.flushErrors.Load() > failed:
@@ -632,7 +621,7 @@ func (c *Cache) Close() error {
 		}
 		c.closeSegments()
 		if c.opts.Fsync {
-			if err := c.opts.fs.SyncDir(c.segDir); err != nil {
+			if err := c.opts.fs.SyncDir(c.segs.dir); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -12,7 +12,7 @@ func (c *Cache) crash() {
 	w.mu.Lock()
 	w.closed = true
 	w.open = [numRegions]*batch.Batch{}
-	w.active = [numRegions]*segHandle{}
+	c.segs.active = [numRegions]*segHandle{}
 	target := w.nextSeq
 	w.cond.Broadcast()
 	w.mu.Unlock()
@@ -22,7 +22,7 @@ func (c *Cache) crash() {
 	w.workers.Wait()
 	w.done.close()
 	w.wg.Wait()
-	c.sealers.Wait()
+	c.segs.sealers.Wait()
 	c.closeSegments()
 	c.lock.Close()
 }

@@ -125,7 +125,7 @@ func TestStreamsBehindStalledCommitNoDeadlock(t *testing.T) {
 	c := open(t, t.TempDir(), small()...)
 	defer c.Close()
 	big := 65 << 10 // over the 64 KiB write buffer: streamed
-	c.reclaimMu.Lock()
+	c.segs.reclaimMu.Lock()
 	// Two batches: the commit goroutine commits the first and stalls in reclaim; the second is
 	// next in line, and committing it takes writer.mu.
 	for _, k := range []string{"small1", "small2"} {
@@ -156,7 +156,7 @@ func TestStreamsBehindStalledCommitNoDeadlock(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Second); puts.Load() < 2*maxStreamLag/3 && time.Now().Before(deadline); {
 		runtime.Gosched()
 	}
-	c.reclaimMu.Unlock()
+	c.segs.reclaimMu.Unlock()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -321,7 +321,7 @@ func TestNothingCommittedBehindAGap(t *testing.T) {
 	// their segment fails (its data sync, so nothing freed is punched out).
 	w := c.w
 	w.mu.Lock()
-	base := w.active[mainRegion].active.End()
+	base := c.segs.active[mainRegion].active.End()
 	w.mu.Unlock()
 	firstLen := int64(record.HeaderSize + 2 + 20000)
 	hold := make(chan struct{})

@@ -351,7 +351,7 @@ func tornLastRecord(t *testing.T, kind string) {
 	// Find where the last record goes and how long it is.
 	c, _ := setup(t.TempDir())
 	c.w.mu.Lock()
-	recOff := c.w.active[mainRegion].active.End()
+	recOff := c.segs.active[mainRegion].active.End()
 	c.w.mu.Unlock()
 	recLen := int64(record.HeaderSize + len("last") + len(lastVal))
 	if kind == "delete" {
@@ -662,7 +662,7 @@ func TestPerBlobTornNewerFileKeepsOlder(t *testing.T) {
 	}
 	c.Close()
 	h := record.KeyHash([]byte("k"))
-	sub := filepath.Dir(c.blobPath(h, 1))
+	sub := filepath.Dir(c.layout.(*blobFiles).path(h, 1))
 	ents, err := os.ReadDir(sub)
 	if err != nil || len(ents) != 1 {
 		t.Fatalf("blob files: %v, %v", ents, err)
@@ -673,7 +673,7 @@ func TestPerBlobTornNewerFileKeepsOlder(t *testing.T) {
 	}
 	// The next value's file, as a crash right after creating it leaves it.
 	for _, size := range []int{0, 40} {
-		if err := os.WriteFile(c.blobPath(h, seq+1), make([]byte, size), 0o644); err != nil {
+		if err := os.WriteFile(c.layout.(*blobFiles).path(h, seq+1), make([]byte, size), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		c = open(t, dir, opts...)

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -39,8 +41,8 @@ func seqLoc(seq uint64, length uint32) index.Loc {
 
 func locSeq(loc index.Loc) uint64 { return uint64(loc.Segment)<<32 | uint64(loc.Offset) }
 
-func (c *Cache) blobPath(h, seq uint64) string {
-	return filepath.Join(c.dir, blobDir, fmt.Sprintf("%02x", h>>56), fmt.Sprintf("%016x-%016x.blob", h, seq))
+func (l *blobFiles) path(h, seq uint64) string {
+	return filepath.Join(l.c.dir, blobDir, fmt.Sprintf("%02x", h>>56), fmt.Sprintf("%016x-%016x.blob", h, seq))
 }
 
 // parseBlobName parses "<hash>-<seq>.blob".
@@ -58,9 +60,65 @@ func parseBlobName(name string) (h, seq uint64, ok bool) {
 // blobSize is the disk space a blob file of n bytes takes, in whole blocks.
 func blobSize(n uint32) int64 { return alignUp(int64(n), vfs.DirectIOAlignment) }
 
+// blobFiles keeps each blob in a file of its own: the layout of Options.PerBlobFiles.
+type blobFiles struct {
+	c   *Cache
+	seq atomic.Uint64 // the last seq used
+
+	// fifo is the blob files in write order, from fifoHead on, for eviction under MaxSize.
+	// The commit goroutine owns them (and New, before it starts).
+	fifo     []fifoEntry
+	fifoHead int
+}
+
+func (l *blobFiles) recover() (bloom.Stamp, error) { return l.recoverFiles() }
+func (l *blobFiles) evict(limit int64) error       { return l.evictTo(limit) }
+func (l *blobFiles) streams() bool                 { return false }
+func (l *blobFiles) checksValues() bool            { return true }
+
+// maxValueSize: a record must fit in one write buffer.
+func (l *blobFiles) maxValueSize(keyLen int) int64 {
+	return min(l.c.opts.WriteBufferSize-record.HeaderSize-int64(keyLen), 1<<31)
+}
+
+// room: blob files are evicted as they are committed (commitBlobs), not before.
+func (l *blobFiles) room(region, int64, int) (bool, error) { return true, nil }
+
+// place numbers the batch's records: each gets the next seq, its file's name.
+func (l *blobFiles) place(_ region, b *batch.Batch, _ [][]byte, n int64) (*flushJob, error) {
+	count := uint64(b.Len())
+	return &flushJob{b: b, length: n, seqBase: l.seq.Add(count) - count + 1}, nil
+}
+
+func (l *blobFiles) write(j *flushJob) error { return l.writeFiles(j) }
+
+func (l *blobFiles) commit(j *flushJob) {
+	l.commitFiles(j)
+	l.c.stats.flushedBytes.Add(uint64(j.length))
+}
+
+// lose forgets the batch's keys and removes their older files, which makes the forgetting
+// durable (no tombstones needed), and whatever files of the batch were written.
+func (l *blobFiles) lose(j *flushJob) [][]byte {
+	for _, e := range j.b.Entries() {
+		if old, ok := l.c.idx.Delete(e.Hash); ok {
+			// The batch's failure is reported; a file left behind is one more reason the
+			// forgetting may not last a restart, which finding 10 allows.
+			_ = l.removeBlob(e.Hash, old)
+		}
+	}
+	l.forgetFiles(j)
+	return nil
+}
+
+func (l *blobFiles) acquire(h uint64, loc index.Loc) (*segHandle, int64) {
+	return l.openFile(h, loc), 0
+}
+
 // openBlobFile opens the file of the blob at loc as a one-reader handle, or nil if it is gone.
-func (c *Cache) openBlobFile(h uint64, loc index.Loc) *segHandle {
-	f, err := c.opts.fs.OpenFile(c.blobPath(h, locSeq(loc)), os.O_RDONLY, 0)
+func (l *blobFiles) openFile(h uint64, loc index.Loc) *segHandle {
+	c := l.c
+	f, err := c.opts.fs.OpenFile(l.path(h, locSeq(loc)), os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}
@@ -70,14 +128,15 @@ func (c *Cache) openBlobFile(h uint64, loc index.Loc) *segHandle {
 }
 
 // writeBlobFiles writes each put of the batch to its own file. It runs on a flush worker.
-func (c *Cache) writeBlobFiles(j *flushJob) error {
+func (l *blobFiles) writeFiles(j *flushJob) error {
+	c := l.c
 	fs := c.opts.fs
 	dirs := map[string]struct{}{}
 	for i, e := range j.b.Entries() {
 		if e.Kind != record.KindPut {
 			continue
 		}
-		path := c.blobPath(e.Hash, j.seqBase+uint64(i))
+		path := l.path(e.Hash, j.seqBase+uint64(i))
 		f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return err
@@ -108,7 +167,8 @@ func (c *Cache) writeBlobFiles(j *flushJob) error {
 // of an overwritten or deleted blob that cannot be removed (or, with Fsync, whose removal cannot
 // be made durable) would bring the blob back on the next open: that is reported like a failed
 // batch, to the next caller (with Fsync, to the Delete itself, which drains).
-func (c *Cache) commitBlobs(j *flushJob) {
+func (l *blobFiles) commitFiles(j *flushJob) {
+	c := l.c
 	dirs := map[string]struct{}{}
 	var errs []error
 	for i, e := range j.b.Entries() {
@@ -120,15 +180,15 @@ func (c *Cache) commitBlobs(j *flushJob) {
 			loc := seqLoc(seq, e.Length)
 			old, had = c.idx.Put(e.Hash, loc)
 			if c.opts.MaxSize > 0 {
-				c.fifo = append(c.fifo, fifoEntry{h: e.Hash, loc: loc})
+				l.fifo = append(l.fifo, fifoEntry{h: e.Hash, loc: loc})
 			}
 			c.diskBytes.Add(blobSize(e.Length))
 		case record.KindDelete:
 			old, had = c.idx.Delete(e.Hash)
 		}
 		if had {
-			dirs[filepath.Dir(c.blobPath(e.Hash, locSeq(old)))] = struct{}{}
-			if err := c.removeBlob(e.Hash, old); err != nil {
+			dirs[filepath.Dir(l.path(e.Hash, locSeq(old)))] = struct{}{}
+			if err := l.removeBlob(e.Hash, old); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -143,7 +203,7 @@ func (c *Cache) commitBlobs(j *flushJob) {
 	}
 	c.stats.flushes.Add(1)
 	if c.opts.MaxSize > 0 {
-		if err := c.evictBlobs(c.opts.MaxSize); err != nil {
+		if err := l.evictTo(c.opts.MaxSize); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -153,17 +213,19 @@ func (c *Cache) commitBlobs(j *flushJob) {
 }
 
 // forgetBlobFiles removes what a failed batch may have written.
-func (c *Cache) forgetBlobFiles(j *flushJob) {
+func (l *blobFiles) forgetFiles(j *flushJob) {
+	c := l.c
 	for i, e := range j.b.Entries() {
 		if e.Kind == record.KindPut {
-			_ = c.opts.fs.Remove(c.blobPath(e.Hash, j.seqBase+uint64(i)))
+			_ = c.opts.fs.Remove(l.path(e.Hash, j.seqBase+uint64(i)))
 		}
 	}
 }
 
 // removeBlob removes the file of the blob at loc; one already gone is not an error.
-func (c *Cache) removeBlob(h uint64, loc index.Loc) error {
-	err := c.opts.fs.Remove(c.blobPath(h, locSeq(loc)))
+func (l *blobFiles) removeBlob(h uint64, loc index.Loc) error {
+	c := l.c
+	err := c.opts.fs.Remove(l.path(h, locSeq(loc)))
 	if err == nil || errors.Is(err, os.ErrNotExist) {
 		c.diskBytes.Add(-blobSize(loc.Length))
 		return nil
@@ -180,14 +242,15 @@ type fifoEntry struct {
 // evictBlobs removes the oldest blob files until the disk space is at most limit. Entries of
 // blobs overwritten or deleted since are skipped (their files are gone already). A file that
 // cannot be removed stays counted; the error is returned.
-func (c *Cache) evictBlobs(limit int64) error {
+func (l *blobFiles) evictTo(limit int64) error {
+	c := l.c
 	var errs []error
-	for c.diskBytes.Load() > limit && c.fifoHead < len(c.fifo) {
-		e := c.fifo[c.fifoHead]
-		c.fifoHead++
+	for c.diskBytes.Load() > limit && l.fifoHead < len(l.fifo) {
+		e := l.fifo[l.fifoHead]
+		l.fifoHead++
 		if cur, ok := c.idx.Get(e.h); ok && cur == e.loc {
 			c.idx.Delete(e.h)
-			if err := c.removeBlob(e.h, e.loc); err != nil {
+			if err := l.removeBlob(e.h, e.loc); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -195,16 +258,17 @@ func (c *Cache) evictBlobs(limit int64) error {
 			c.stats.evictedBytes.Add(uint64(blobSize(e.loc.Length)))
 		}
 	}
-	if c.fifoHead > 1024 && c.fifoHead > len(c.fifo)/2 {
-		c.fifo = append(c.fifo[:0:0], c.fifo[c.fifoHead:]...)
-		c.fifoHead = 0
+	if l.fifoHead > 1024 && l.fifoHead > len(l.fifo)/2 {
+		l.fifo = append(l.fifo[:0:0], l.fifo[l.fifoHead:]...)
+		l.fifoHead = 0
 	}
 	return errors.Join(errs...)
 }
 
 // recoverBlobs rebuilds the index from the names of the blob files. Of several files of one
 // key (a crash between writing a new one and removing the old), the newest wins.
-func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
+func (l *blobFiles) recoverFiles() (bloom.Stamp, error) {
+	c := l.c
 	fs := c.opts.fs
 	root := filepath.Join(c.dir, blobDir)
 	type file struct {
@@ -263,11 +327,11 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 		for h, fs := range byHash {
 			winner := -1
 			for i := len(fs) - 1; i >= 0; i-- { // newest first (files are sorted by seq)
-				if winner < 0 && c.blobFileWhole(h, fs[i].seq) {
+				if winner < 0 && l.fileWhole(h, fs[i].seq) {
 					winner = i
 					continue
 				}
-				c.removeOrphan(c.blobPath(h, fs[i].seq))
+				c.removeOrphan(l.path(h, fs[i].seq))
 			}
 			if winner >= 0 {
 				kept = append(kept, fs[winner])
@@ -281,12 +345,12 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 		loc := seqLoc(f.seq, uint32(f.size))
 		c.idx.Put(f.h, loc)
 		if c.opts.MaxSize > 0 {
-			c.fifo = append(c.fifo, fifoEntry{h: f.h, loc: loc})
+			l.fifo = append(l.fifo, fifoEntry{h: f.h, loc: loc})
 		}
 		c.diskBytes.Add(blobSize(uint32(f.size)))
 		maxSeq = max(maxSeq, f.seq)
 	}
-	c.blobSeq.Store(maxSeq)
+	l.seq.Store(maxSeq)
 	return bloom.Stamp{bloomFormat, uint64(c.idx.Len()), maxSeq, 1}, nil
 }
 
@@ -302,8 +366,9 @@ func cmpSeq(a, b uint64) int {
 
 // blobFileWhole reports whether the blob file of h and seq holds one whole record of a key with
 // hash h (header, key and value checksums all check).
-func (c *Cache) blobFileWhole(h, seq uint64) bool {
-	b, err := readFile(c.opts.fs, c.blobPath(h, seq))
+func (l *blobFiles) fileWhole(h, seq uint64) bool {
+	c := l.c
+	b, err := readFile(c.opts.fs, l.path(h, seq))
 	if err != nil {
 		return false
 	}

@@ -32,9 +32,9 @@ import (
 // NAME.stray), not removed: it may be somebody's.
 func (c *Cache) recover() (bloom.Stamp, error) {
 	fs := c.opts.fs
-	ents, err := fs.ReadDir(c.segDir)
+	ents, err := fs.ReadDir(c.segs.dir)
 	if err != nil && !(c.opts.ReadOnly && errors.Is(err, iofs.ErrNotExist)) {
-		return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", c.segDir, err)
+		return bloom.Stamp{}, fmt.Errorf("blobcache: read %s: %w", c.segs.dir, err)
 	}
 	var ids []uint32
 	strays := int64(0)
@@ -47,7 +47,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 			// The entry log of a segment a crash left active: scratch (its segment is
 			// scanned), removed now and, if that fails, by the next sweep.
 			if !c.opts.ReadOnly {
-				_ = fs.Remove(filepath.Join(c.segDir, e.Name()))
+				_ = fs.Remove(filepath.Join(c.segs.dir, e.Name()))
 			}
 			continue
 		}
@@ -70,11 +70,11 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		c.segs.mu.Unlock()
 		last = s
 		if err := c.loadIndex(rec, id); err != nil {
-			return bloom.Stamp{}, fmt.Errorf("blobcache: recover %s: %w", filepath.Join(c.segDir, segment.FileName(id)), err)
+			return bloom.Stamp{}, fmt.Errorf("blobcache: recover %s: %w", filepath.Join(c.segs.dir, segment.FileName(id)), err)
 		}
 	}
 	if len(ids) > 0 {
-		c.nextSegmentID.Store(ids[len(ids)-1])
+		c.segs.lastID.Store(ids[len(ids)-1])
 	}
 	stamp := bloom.Stamp{bloomFormat, uint64(c.idx.Len())}
 	if last != nil {
@@ -116,13 +116,13 @@ const loadBatch = 1 << 16
 // returns the segment's handle and what recovery found, or nil if the file is not a usable
 // segment (it is then removed).
 func (c *Cache) recoverSegment(id uint32) (*segHandle, *segment.Recovered, error) {
-	path := filepath.Join(c.segDir, segment.FileName(id))
+	path := filepath.Join(c.segs.dir, segment.FileName(id))
 	var rec *segment.Recovered
 	var err error
 	if c.opts.ReadOnly {
-		rec, err = segment.Inspect(c.opts.fs, c.segDir, id)
+		rec, err = segment.Inspect(c.opts.fs, c.segs.dir, id)
 	} else {
-		rec, err = segment.Recover(c.opts.fs, c.segDir, id, c.opts.Fsync)
+		rec, err = segment.Recover(c.opts.fs, c.segs.dir, id, c.opts.Fsync)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("blobcache: recover %s: %w", path, err)
@@ -166,7 +166,7 @@ func (c *Cache) recoverSegment(id uint32) (*segHandle, *segment.Recovered, error
 	if fi, err := f.Stat(); err == nil {
 		s.disk.Store(vfs.AllocatedBytes(fi))
 	}
-	c.addDisk(s, s.disk.Load())
+	c.segs.addDisk(s, s.disk.Load())
 	return s, rec, nil
 }
 

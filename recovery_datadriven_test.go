@@ -336,7 +336,7 @@ func (s *scenario) read(t *testing.T, c *Cache, k string) string {
 // does not wait for them), so that what is on disk no longer depends on timing.
 func (s *scenario) settle() {
 	if s.c != nil {
-		s.c.sealers.Wait()
+		s.c.segs.sealers.Wait()
 	}
 }
 
@@ -606,7 +606,7 @@ func (s *scenario) fault(t *testing.T, td *datadriven.TestData) string {
 				w := s.cache(t, td).w
 				w.mu.Lock()
 				base := int64(segment.HeaderSize) // the next batch starts a new segment
-				if a := w.active[mainRegion]; a != nil && a != w.poisoned[mainRegion] {
+				if a := w.c.segs.active[mainRegion]; a != nil && a != w.c.segs.poisoned[mainRegion] {
 					base = a.active.End()
 				}
 				w.mu.Unlock()

@@ -117,12 +117,12 @@ func (c *Cache) admitGhost(h uint64) {
 }
 
 // regionBytes is the disk space of region r's segments.
-func (c *Cache) regionBytes(r region) int64 { return c.regionDisk[r].Load() }
+func (l *segmentLayout) regionBytes(r region) int64 { return l.regionDisk[r].Load() }
 
 // addDisk changes the space s counts toward Stats.DiskBytes (and its region's share) by n.
-func (c *Cache) addDisk(s *segHandle, n int64) {
-	c.diskBytes.Add(n)
-	c.regionDisk[s.region].Add(n)
+func (l *segmentLayout) addDisk(s *segHandle, n int64) {
+	l.c.diskBytes.Add(n)
+	l.regionDisk[s.region].Add(n)
 }
 
 // victim returns the segment eviction takes next, sealed or not (the caller waits for a seal),
@@ -150,7 +150,7 @@ func (c *Cache) victim() *segHandle {
 		return p
 	case p.id < m.id:
 		return p // rule 3: no main segment goes before an older probation one
-	case float64(c.regionBytes(mainRegion)) > (1-probationShare)*float64(c.opts.MaxSize) || p.open.Load():
+	case float64(c.segs.regionBytes(mainRegion)) > (1-probationShare)*float64(c.opts.MaxSize) || p.open.Load():
 		return m // main over its share, or probation has only its active segment
 	}
 	return p

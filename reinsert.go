@@ -298,7 +298,7 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 		return reinsertOver
 	}
 	// A copy goes to main, newer than the segment it is copied from (region.go, rule 2).
-	w.mainFloor = max(w.mainFloor, loc.Segment+1)
+	w.c.segs.raiseMainFloor(loc.Segment + 1)
 	// appendLocked checks o again right before the record goes in, after any wait for a
 	// batch or for room (which release mu).
 	if err := w.appendLocked(h, hdr, key, value, true, &writeMeta{attrs: attrs, obs: o, toMain: true, hits: hits}); err != nil {

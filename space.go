@@ -23,13 +23,14 @@ import (
 // The data is synced before the footer is written, Fsync or not: a footer on disk then always
 // describes data on disk, so a sealed segment, which recovery trusts without reading its values,
 // never holds torn values after a power loss.
-func (c *Cache) seal(s *segHandle, dataEnd int64) {
+func (l *segmentLayout) seal(s *segHandle, dataEnd int64) {
+	c := l.c
 	s.dataEnd = dataEnd
 	s.sealing.Store(true)
-	c.sealers.Add(1)
+	l.sealers.Add(1)
 	work := func() {
-		defer c.sealers.Done()
-		err := c.sealSegment(s, dataEnd)
+		defer l.sealers.Done()
+		err := l.sealSegment(s, dataEnd)
 		// Marked sealed even if the footer cannot be written, so eviction can still take it
 		// (the segment is then recovered by scanning on the next open).
 		s.sealed.Store(true)
@@ -37,8 +38,8 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 			c.stats.flushErrors.Add(1)
 			c.noteCorruption(err)
 		}
-		c.w.sealed(err) // a rotation may be waiting to evict s
-		c.reclaim()     // records freed while s was active may be punched now
+		l.pipe.sealed(err) // a rotation may be waiting to evict s
+		l.reclaim()        // records freed while s was active may be punched now
 		if c.rs != nil {
 			c.rs.poke()
 		}
@@ -51,7 +52,7 @@ func (c *Cache) seal(s *segHandle, dataEnd int64) {
 }
 
 // sealSegment syncs the data of s, writes its footer and counts its sealed size.
-func (c *Cache) sealSegment(s *segHandle, dataEnd int64) error {
+func (l *segmentLayout) sealSegment(s *segHandle, dataEnd int64) error {
 	err := s.f.Sync()
 	var size int64
 	if err == nil {
@@ -68,19 +69,20 @@ func (c *Cache) sealSegment(s *segHandle, dataEnd int64) error {
 	if fi, err := s.f.Stat(); err == nil {
 		size = vfs.AllocatedBytes(fi)
 	}
-	c.segs.mu.Lock()
-	if c.segs.table.Load().get(s.id) == s {
-		c.addDisk(s, size-s.disk.Swap(size))
-		c.sealingTails.Add(-s.tail.Swap(0))
+	l.mu.Lock()
+	if l.table.Load().get(s.id) == s {
+		l.addDisk(s, size-s.disk.Swap(size))
+		l.sealingTails.Add(-s.tail.Swap(0))
 	}
-	c.segs.mu.Unlock()
+	l.mu.Unlock()
 	return nil
 }
 
 // evict removes the oldest sealed segments, whole, until the disk space is at most limit.
-func (c *Cache) evict(limit int64) error {
+func (l *segmentLayout) evictTo(limit int64) error {
+	c := l.c
 	for c.diskBytes.Load() > limit {
-		evicted, err := c.evictOldest()
+		evicted, err := l.evictOldest()
 		if err != nil || !evicted {
 			return err
 		}
@@ -90,9 +92,10 @@ func (c *Cache) evict(limit int64) error {
 
 // evictOldestSealed evicts the oldest segment, waiting a moment for a seal in progress (sealing
 // runs on its own goroutine); false if there is nothing to evict.
-func (c *Cache) evictOldestSealed() (bool, error) {
+func (l *segmentLayout) evictOldestSealed() (bool, error) {
+	c := l.c
 	for range 100 {
-		if evicted, err := c.evictOldest(); evicted || err != nil {
+		if evicted, err := l.evictOldest(); evicted || err != nil {
 			return evicted, err
 		}
 		s := c.victim()
@@ -109,15 +112,16 @@ func (c *Cache) evictOldestSealed() (bool, error) {
 // must not be gone while the older one is still there, on disk or after a crash. With
 // PolicyProbation the oldest segment of a region goes, as Cache.victim chooses (region.go says
 // why that is safe).
-func (c *Cache) evictOldest() (bool, error) {
-	c.segs.mu.Lock()
-	defer c.segs.mu.Unlock()
+func (l *segmentLayout) evictOldest() (bool, error) {
+	c := l.c
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	s := c.victim()
 	if s == nil || !s.sealed.Load() {
 		return false, nil
 	}
-	err := c.evictSegment(s)
-	return c.segs.table.Load().get(s.id) != s, err
+	err := l.evictSegment(s)
+	return l.table.Load().get(s.id) != s, err
 }
 
 // evictSegment removes the file of s (and, with Fsync, makes the removal durable), then drops
@@ -125,17 +129,18 @@ func (c *Cache) evictOldest() (bool, error) {
 // reading the unlinked file; its space is freed when the last of them is done. If the file
 // cannot be removed, nothing changes and the error is returned; if its removal cannot be made
 // durable, s is evicted all the same (its file is gone) and the error is returned. The caller
-// holds c.segs.mu.
-func (c *Cache) evictSegment(s *segHandle) error {
-	path := filepath.Join(c.segDir, segment.FileName(s.id))
-	hashes, herr := c.segmentHashes(s) // before the removal: reading the footer may need the name
+// holds l.mu.
+func (l *segmentLayout) evictSegment(s *segHandle) error {
+	c := l.c
+	path := filepath.Join(l.dir, segment.FileName(s.id))
+	hashes, herr := l.segmentHashes(s) // before the removal: reading the footer may need the name
 	if err := c.opts.fs.Remove(path); err != nil {
 		return fmt.Errorf("blobcache: evict segment %d: %w", s.id, err)
 	}
 	var syncErr error
 	if c.opts.Fsync {
-		if err := c.opts.fs.SyncDir(c.segDir); err != nil {
-			syncErr = fmt.Errorf("blobcache: evict segment %d: sync %s: %w", s.id, c.segDir, err)
+		if err := c.opts.fs.SyncDir(l.dir); err != nil {
+			syncErr = fmt.Errorf("blobcache: evict segment %d: sync %s: %w", s.id, l.dir, err)
 		}
 	}
 	if herr != nil {
@@ -160,10 +165,10 @@ func (c *Cache) evictSegment(s *segHandle) error {
 			g.Add(h)
 		}
 	}
-	c.segs.remove(s)
+	l.remove(s)
 	disk := s.disk.Load()
-	c.addDisk(s, -disk)
-	c.sealingTails.Add(-s.tail.Swap(0))
+	l.addDisk(s, -disk)
+	l.sealingTails.Add(-s.tail.Swap(0))
 	c.stats.evictions.Add(1)
 	c.stats.evictedBytes.Add(uint64(disk))
 	s.unref()
@@ -171,7 +176,7 @@ func (c *Cache) evictSegment(s *segHandle) error {
 }
 
 // segmentHashes lists the key hashes of the puts in sealed segment s, from its footer.
-func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
+func (l *segmentLayout) segmentHashes(s *segHandle) ([]uint64, error) {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return nil, err
@@ -192,30 +197,30 @@ func (c *Cache) segmentHashes(s *segHandle) ([]uint64, error) {
 
 // freeRecord notes that the record at loc is no longer referenced (overwritten or deleted by a
 // record in segment by) and queues the whole blocks inside it to be punched out.
-func (c *Cache) freeRecord(loc index.Loc, by uint32) {
+func (l *segmentLayout) freeRecord(loc index.Loc, by uint32) {
 	// The header and key stay, so a scan of the segment (when its footer is damaged) can
 	// still step over the record.
 	start, end := segment.FreedRange(int64(loc.Offset), int64(loc.Length))
 	if end <= start {
 		return
 	}
-	s := c.segs.table.Load().get(loc.Segment)
+	s := l.table.Load().get(loc.Segment)
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	s.mu.punches = append(s.mu.punches, freedRange{start, end - start, by})
 	s.mu.Unlock()
-	c.reclaimMu.Lock()
-	c.toReclaim[s] = struct{}{}
-	c.reclaimMu.Unlock()
+	l.reclaimMu.Lock()
+	l.toReclaim[s] = struct{}{}
+	l.reclaimMu.Unlock()
 }
 
 // reclaim punches out the freed ranges of segments that no reader holds. A reader that found a
 // location before it was freed either still holds its segment reference (and the punch waits) or
 // re-checks the index after its read and retries (see Cache.stillAt), so no reader ever returns
 // punched-out bytes.
-func (c *Cache) reclaim() {
+func (l *segmentLayout) reclaim() {
 	// The ranges are taken under reclaimMu and punched after it is released: punching can take
 	// a while (hundreds of holes after a seal), and freeRecord, which the writer calls with its
 	// lock held, needs reclaimMu.
@@ -224,10 +229,10 @@ func (c *Cache) reclaim() {
 		ready []freedRange
 	}
 	var todo []work
-	c.reclaimMu.Lock()
-	for s := range c.toReclaim {
+	l.reclaimMu.Lock()
+	for s := range l.toReclaim {
 		if s.refs.Load() == 0 {
-			delete(c.toReclaim, s) // evicted: the file is gone anyway
+			delete(l.toReclaim, s) // evicted: the file is gone anyway
 			continue
 		}
 		if s.refs.Load() != 1 || !s.sealed.Load() {
@@ -238,7 +243,7 @@ func (c *Cache) reclaim() {
 		s.mu.Lock()
 		var ready, wait []freedRange
 		for _, p := range s.mu.punches {
-			if c.durable(p.by) {
+			if l.durable(p.by) {
 				ready = append(ready, p)
 			} else {
 				wait = append(wait, p)
@@ -247,52 +252,54 @@ func (c *Cache) reclaim() {
 		s.mu.punches = wait
 		s.mu.Unlock()
 		if len(wait) == 0 {
-			delete(c.toReclaim, s)
+			delete(l.toReclaim, s)
 		}
 		if len(ready) > 0 {
 			todo = append(todo, work{s, ready})
 		}
 	}
-	c.reclaimMu.Unlock()
+	l.reclaimMu.Unlock()
 	for _, w := range todo {
-		c.punch(w.s, w.ready)
+		l.punch(w.s, w.ready)
 	}
 }
 
 // durable reports whether the records of segment id are on stable storage: with Fsync every
 // committed batch is; otherwise a segment's are once its seal synced them. A segment no longer
 // live was evicted, and with it every older one.
-func (c *Cache) durable(id uint32) bool {
+func (l *segmentLayout) durable(id uint32) bool {
+	c := l.c
 	if c.opts.Fsync {
 		return true
 	}
-	s := c.segs.table.Load().get(id)
+	s := l.table.Load().get(id)
 	return s == nil || s.synced.Load()
 }
 
 // punch punches out freed ranges of s and takes them off the space counters, unless s was
 // evicted meanwhile (its space was then counted off whole).
-func (c *Cache) punch(s *segHandle, punches []freedRange) {
+func (l *segmentLayout) punch(s *segHandle, punches []freedRange) {
+	c := l.c
 	// segs.mu is held per hole, not across them all: rotation takes it to publish a new
 	// segment, with the writer's lock held. A segment evicted in between is left alone (its
 	// space went with it); one evicted after a punch counts the punch as done.
-	live := func() bool { return c.segs.table.Load().get(s.id) == s }
+	live := func() bool { return l.table.Load().get(s.id) == s }
 	for _, p := range punches {
-		c.segs.mu.Lock()
+		l.mu.Lock()
 		ok := live()
-		c.segs.mu.Unlock()
+		l.mu.Unlock()
 		if !ok {
 			return
 		}
 		if err := s.f.PunchHole(p.off, p.n); err != nil {
 			return // unsupported or failing: the space comes back on eviction
 		}
-		c.segs.mu.Lock()
+		l.mu.Lock()
 		if live() {
 			s.disk.Add(-p.n)
-			c.addDisk(s, -p.n)
+			l.addDisk(s, -p.n)
 		}
-		c.segs.mu.Unlock()
+		l.mu.Unlock()
 		c.stats.punchedBytes.Add(uint64(p.n))
 	}
 }

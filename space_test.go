@@ -70,8 +70,8 @@ func TestOverwriteFreesSpace(t *testing.T) {
 	}
 	// A range is punched once the segment of the record that freed it is synced, by its seal,
 	// which runs on a goroutine of its own.
-	c.sealers.Wait()
-	c.reclaim()
+	c.segs.sealers.Wait()
+	c.segs.reclaim()
 	st := c.Stats()
 	if st.PunchedBytes < 40*28<<10 {
 		t.Fatalf("punched %d bytes after 119 overwrites of 40 KiB", st.PunchedBytes)

@@ -151,7 +151,7 @@ func (c *Cache) Stats() Stats {
 		ReinsertDropped:    c.stats.reinsertDropped.Load(),
 		Promoted:           c.stats.promoted.Load(),
 		GhostAdmits:        c.stats.ghostAdmits.Load(),
-		ProbationBytes:     c.regionBytes(probationRegion),
+		ProbationBytes:     c.segs.regionBytes(probationRegion),
 		ReadsPageCache:     c.stats.readsPageCache.Load(),
 		ReadsFilled:        c.stats.readsFilled.Load(),
 		ReadsDirect:        c.stats.readsDirect.Load(),

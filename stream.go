@@ -447,7 +447,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 				continue
 			}
 		}
-		ready, err := w.makeRoom(r, length, 1)
+		ready, err := w.c.segs.makeRoom(r, length, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -476,16 +476,12 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		}
 	}
 	w.supersede(h, key)
-	if !w.fits(r, length, 1) {
-		if err := w.rotate(r); err != nil {
-			return nil, fmt.Errorf("%w: create segment: %w", ErrWriteFailed, err)
-		}
-	}
 	// The range is placed now, pads written or not: if they fail, it is a gap (its footer
 	// entry, counted, stays unused).
-	a := w.active[r]
-	base, _ := a.active.Reserve(length, 1) // it fits: rotate made a segment it fits in
-	w.grow(a)
+	a, base, err := w.c.segs.reserve(r, length, 1)
+	if err != nil {
+		return nil, err
+	}
 	s := &stream{key: bytes.Clone(key), seg: a, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later
@@ -505,13 +501,13 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 	if err := s.seg.active.Write([][]byte{pad}, s.base); err != nil {
 		// The range may hold a torn pad: seal the segment so that its footer, not a scan, is
 		// what finds the records placed after it.
-		w.poison(s.seg)
+		w.c.segs.poison(s.seg)
 		return nil, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
 	if ghost {
 		w.c.admitGhost(h)
 	}
-	s.seg.streams++
+	w.c.segs.streamStarted(s.seg)
 	w.streams = append(w.streams, s)
 	w.streamWG.Add(1)
 	return s, nil
@@ -547,10 +543,9 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 	}
 	defer w.cond.Broadcast() // a conditional write may wait for this stream
 	seg := s.seg
-	seg.streams--
 	if fillErr != nil && errors.Is(fillErr, ErrWriteFailed) {
-		if w.active[seg.region] == seg {
-			w.poison(seg)
+		if w.c.segs.isActive(seg) {
+			w.c.segs.poison(seg)
 		}
 		w.lastErr = fillErr
 		w.c.stats.flushErrors.Add(1)
@@ -572,11 +567,8 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 		}
 		w.toWrite.push(job)
 	}
-	if seg.streams == 0 && seg.sealDeferred {
-		seg.sealDeferred = false
-		w.nextSeq++
-		w.toWrite.push(&flushJob{seq: w.nextSeq, seg: seg, seal: true, base: seg.sealBase})
-	}
+	// After the publication's job, so that the seal the stream held back follows it.
+	w.c.segs.streamEnded(seg)
 	if fillErr != nil {
 		return 0, fillErr
 	}
@@ -600,7 +592,7 @@ func (c *Cache) commitStream(j *flushJob) {
 func (c *Cache) indexStream(e segment.Entry, seg uint32) {
 	loc := index.Loc{Segment: seg, Offset: e.Offset, Length: e.Length}
 	if old, ok := c.idx.Put(e.Hash, loc); ok {
-		c.freeRecord(old, seg)
+		c.segs.freeRecord(old, seg)
 	}
 	// Again, now that the index has it: a rebuild that read the index before this Put (and the
 	// write buffer, where a streamed record never is) published its filter before this load of

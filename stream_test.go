@@ -411,7 +411,7 @@ func verifyClean(t *testing.T, dir string) {
 func noErrors(t *testing.T, c *Cache) {
 	t.Helper()
 	c.Drain()
-	c.sealers.Wait()
+	c.segs.sealers.Wait()
 	if s := c.Stats(); s.FlushErrors != 0 || s.CorruptRecord != 0 || s.TornTails != 0 {
 		t.Fatalf("flush errors %d, corrupt records %d, torn tails %d; last: %s",
 			s.FlushErrors, s.CorruptRecord, s.TornTails, s.LastCorruption)

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
-	"github.com/seed57392e9e/blobcache/internal/invariants"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -93,17 +90,9 @@ type writer struct {
 	allocated int
 	lastCut   time.Time // when the last batch was cut
 	closed    bool
-	failErr   error                  // a flush error not yet reported to a caller
-	lastErr   error                  // the last flush error
-	poisoned  [numRegions]*segHandle // a segment with a failed batch in it: seal it before anything else
-	broken    error                  // set once, for good: every write is refused with it (breakLocked)
-	// roomWait is the segment makeRoom waits to see sealed, since when, and whether a timer
-	// will wake the waiters when its streams' grace ends.
-	roomWait struct {
-		seg   *segHandle
-		since time.Time
-		woken bool
-	}
+	failErr   error // a flush error not yet reported to a caller
+	lastErr   error // the last flush error
+	broken    error // set once, for good: every write is refused with it (breakLocked)
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
 	forgotten [][]byte
@@ -111,10 +100,6 @@ type writer struct {
 	// saw, for tombstones (writeStale); at most maxStale.
 	stale   []staleKey
 	nextSeq uint64
-	active  [numRegions]*segHandle // each region's segment that new batches are placed in
-	// mainFloor is the lowest id main's active segment may have for a record appended now:
-	// promotions and some tombstones must land in a segment newer than others (region.go).
-	mainFloor uint32
 	// reinsertCredit is the bytes reinsertion may still write, earned by Puts and Deletes at
 	// creditPerByte (see reinsert.go).
 	reinsertCredit int64
@@ -154,6 +139,7 @@ func newWriter(c *Cache) *writer {
 	w.creditPerByte = c.opts.ReinsertShare / (1 - c.opts.ReinsertShare)
 	w.commitCond = sync.NewCond(&w.commitMu)
 	w.live.Store(new([]*batch.Batch))
+	c.segs.pipe = w
 	for range n {
 		w.workers.Add(1)
 		go w.flushWorker()
@@ -298,7 +284,7 @@ func (w *writer) writeForgotten() {
 			// The record the tombstone hides may be in either region: it goes to main, in a
 			// segment newer than every live one (region.go).
 			m = &writeMeta{toMain: true}
-			w.mainFloor = max(w.mainFloor, w.c.nextSegmentID.Load()+1)
+			w.c.segs.raiseMainFloor(w.c.segs.lastID.Load() + 1)
 		}
 		if err := w.appendLocked(h, hdr, key, nil, true, m); err != nil {
 			return
@@ -408,7 +394,7 @@ func (w *writer) cut(r region) error {
 		if b == nil || b.Len() == 0 {
 			return nil
 		}
-		ready, err := w.c.layout.room(w, r, b.SealedSize(), b.Len())
+		ready, err := w.c.layout.room(r, b.SealedSize(), b.Len())
 		if err != nil {
 			return err
 		}
@@ -420,190 +406,11 @@ func (w *writer) cut(r region) error {
 	w.open[r] = nil
 	w.lastCut = time.Now()
 	bufs, n := b.Seal()
-	job, err := w.c.layout.place(w, r, b, bufs, n)
+	job, err := w.c.layout.place(r, b, bufs, n)
 	w.nextSeq++
 	job.seq = w.nextSeq
 	w.toWrite.push(job)
 	return err
-}
-
-// fits reports whether n more bytes of records, with entries footer entries, go in region r's
-// active segment. The caller holds mu.
-func (w *writer) fits(r region, n int64, entries int) bool {
-	a := w.active[r]
-	return a != nil && a != w.poisoned[r] && (r != mainRegion || a.id >= w.mainFloor) && a.active.Fits(n, entries)
-}
-
-// poison notes that seg has a failed write in it: it gets no more batches and is sealed at the
-// next cut or drain. The caller holds mu.
-func (w *writer) poison(seg *segHandle) { w.poisoned[seg.region] = seg }
-
-// poisonedActive reports whether an active segment has a failed write in it. The caller holds
-// mu.
-func (w *writer) poisonedActive() bool {
-	for r := range numRegions {
-		if w.poisoned[r] != nil && w.poisoned[r] == w.active[r] {
-			return true
-		}
-	}
-	return false
-}
-
-// makeRoom evicts the oldest segments until n more bytes of records, with entries footer
-// entries, can be placed in region r without either bound being passed:
-//
-//   - the records held (Stats.DataBytes: the files less what the active segments have not filled
-//     yet and the tails of segments being sealed), with these and, for a new segment, its header
-//     and trailer, stay within MaxSize;
-//   - if they need a new segment, the files stay within MaxSize plus one segment once it is
-//     created: every segment counted as it stands, an active one whole (it is preallocated) and
-//     one being sealed with its tail (until the seal cuts it off).
-//
-// The first bound keeps what the cache holds within a segment of MaxSize once it is full (an
-// eviction frees a segment, and the next ones wait until the records fill it); the second is the
-// disk's promise, with one region as with two. When the victim is not sealed yet (its seal is
-// still in the pipeline, or waits for a PutFrom writing into it), makeRoom waits on cond
-// (releasing mu; see waitForSeal) and returns false: the caller must look at the writer's state
-// again, since other goroutines may have run. The caller holds mu.
-//
-// An eviction whose removal is not durable breaks the writer (see breakLocked); the error is
-// returned.
-func (w *writer) makeRoom(r region, n int64, entries int) (ready bool, err error) {
-	c := w.c
-	if c.opts.MaxSize == 0 {
-		return true, nil
-	}
-	rotate := !w.fits(r, n, entries)
-	records := n + int64(entries)*segment.EntrySize
-	// over reports whether a bound would be passed; the files counted with the tails of
-	// segments being sealed, or without them (as they will be once the seals are done).
-	over := func(tails bool) bool {
-		files := c.diskBytes.Load()
-		held := files - w.unfilled() - c.sealingTails.Load() + records
-		if !tails {
-			files -= c.sealingTails.Load()
-		}
-		// What the files grow by: a new segment's preallocation, or the rest of the active
-		// one's once these records pass its first half; and the entry log of their entries.
-		var grows int64
-		if rotate {
-			held += segment.HeaderSize + segment.TrailerSize
-			grows = segment.Allocation(c.opts.SegmentSize, segment.HeaderSize+records+segment.TrailerSize) +
-				segment.LogSpace(int64(entries))
-		} else {
-			a := w.active[r].active
-			grows = segment.Allocation(c.opts.SegmentSize, a.SealedSize()+records) - a.Allocated() +
-				segment.LogSpace(a.Entries()+int64(entries)) - segment.LogSpace(a.Entries())
-		}
-		return held > c.opts.MaxSize || files+grows > c.opts.MaxSize+c.opts.SegmentSize
-	}
-	for over(true) {
-		if w.broken != nil {
-			// No eviction may follow one that failed (see breakLocked).
-			return false, w.broken
-		}
-		if !over(false) && w.tailsWithoutStreams() {
-			// Over only by tails that seals in progress are about to cut off: wait for them
-			// rather than evict, so that what is evicted does not depend on when the seal
-			// goroutine runs.
-			w.cond.Wait()
-			return false, nil
-		}
-		evicted, err := c.evictOldest()
-		if err != nil {
-			return false, w.breakLocked(err)
-		}
-		if evicted {
-			if c.rs != nil {
-				c.rs.poke() // the next victim is due for a scan (reinsert.go)
-			}
-			continue
-		}
-		next := c.victim()
-		if next == nil || next == w.active[r] && !c.probationOn() {
-			// Only the active segment is left: with MaxSize at least two segments (Validate)
-			// this cannot be over the limit.
-			return true, nil
-		}
-		if next.open.Load() {
-			// An active segment must go first (with two regions: the oldest of its region,
-			// or older than the oldest of the other; region.go): seal it, and the next write
-			// to its region starts a new one.
-			w.sealActive(next.region)
-		}
-		w.waitForSeal(next)
-		return false, nil
-	}
-	w.roomWait.seg = nil
-	return true, nil
-}
-
-// tailsWithoutStreams reports whether segments being sealed hold tails (Cache.sealingTails) and
-// none of them waits for a PutFrom to end before its seal: their seals are then only a sync and
-// a footer away. The caller holds mu.
-func (w *writer) tailsWithoutStreams() bool {
-	if w.c.sealingTails.Load() == 0 {
-		return false
-	}
-	for _, s := range w.c.segs.table.Load().list {
-		if s != nil && s.tail.Load() > 0 && (s.streams > 0 || s.sealDeferred) {
-			return false
-		}
-	}
-	return true
-}
-
-// streamGrace is how long a rotation waits for the PutFrom calls still writing into the oldest
-// segment before it tells them to give up (ErrOutrun), so that a reader that stalls cannot
-// hold every other write back for longer.
-const streamGrace = time.Second
-
-// waitForSeal waits on cond (releasing mu) for a seal to end, the oldest segment's seal being
-// the one makeRoom needs. If PutFrom calls still writing into that segment hold its seal back
-// for streamGrace, they are told to give up. The caller holds mu.
-func (w *writer) waitForSeal(oldest *segHandle) {
-	rw := &w.roomWait
-	now := time.Now()
-	if rw.seg != oldest {
-		rw.seg, rw.since, rw.woken = oldest, now, false
-		w.c.stats.roomWaits.Add(1)
-	}
-	if oldest.streams > 0 {
-		if now.Sub(rw.since) >= streamGrace {
-			for _, s := range w.streams {
-				if s.seg == oldest {
-					s.evicting.Store(true)
-				}
-			}
-		} else if !rw.woken {
-			// Wake up to look again when the grace ends, sealed or not (once per segment
-			// waited for: other wake-ups come and go meanwhile).
-			rw.woken = true
-			time.AfterFunc(streamGrace-now.Sub(rw.since), func() {
-				w.mu.Lock()
-				w.cond.Broadcast()
-				w.mu.Unlock()
-			})
-		}
-	}
-	w.cond.Wait()
-}
-
-// unfilled is the space the active segments are counted for and hold no record in yet: what
-// they give back when they are sealed. The caller holds mu.
-func (w *writer) unfilled() int64 {
-	var n int64
-	for r, a := range w.active {
-		if a != nil {
-			n += max(a.disk.Load()-w.activeFinal(region(r)), 0)
-		}
-	}
-	return n
-}
-
-// activeFinal is the size region r's active segment will have once sealed. The caller holds mu.
-func (w *writer) activeFinal(r region) int64 {
-	return w.active[r].active.SealedSize()
 }
 
 // breakLocked makes the writer refuse every further write with err, for good: after a segment
@@ -620,6 +427,43 @@ func (w *writer) breakLocked(err error) error {
 		w.c.stats.flushErrors.Add(1)
 	}
 	return w.broken
+}
+
+// brokenLocked is the error the writer refuses writes with, or nil. The caller holds mu.
+func (w *writer) brokenLocked() error { return w.broken }
+
+// waitLocked waits on cond. The caller holds mu; Wait releases it meanwhile.
+func (w *writer) waitLocked() { w.cond.Wait() }
+
+// wake wakes the goroutines waiting on cond.
+func (w *writer) wake() {
+	w.mu.Lock()
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+// queueSealLocked queues the seal of s, whose records end at base, behind every job queued
+// before it. The caller holds mu.
+func (w *writer) queueSealLocked(s *segHandle, base int64) {
+	w.nextSeq++
+	w.toWrite.push(&flushJob{seq: w.nextSeq, seg: s, seal: true, base: base})
+}
+
+// outrunLocked tells the PutFrom calls writing into s to give up at their next chunk. The
+// caller holds mu.
+func (w *writer) outrunLocked(s *segHandle) {
+	for _, st := range w.streams {
+		if st.seg == s {
+			st.evicting.Store(true)
+		}
+	}
+}
+
+// dataBytes is Stats.DataBytes (segmentLayout.dataBytes), read under mu.
+func (w *writer) dataBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c.segs.dataBytes()
 }
 
 // takeUnreported returns the failure no caller has been told of yet, wrapped in
@@ -642,116 +486,6 @@ func (w *writer) brokenErr() error {
 	return w.broken
 }
 
-// rotate queues the seal of region r's active segment and creates the next one. makeRoom made
-// room for it under MaxSize. The caller holds mu.
-func (w *writer) rotate(r region) error {
-	w.sealActive(r)
-	c := w.c
-	id := c.nextSegmentID.Add(1)
-	var a *segment.Active
-	err := w.onFullDisk(func() (err error) {
-		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id))) // what a failed try left
-		a, err = segment.Create(c.opts.fs, c.segDir, id, c.opts.SegmentSize,
-			segment.Options{Direct: c.opts.directWrites(), Sync: c.opts.Fsync})
-		return err
-	})
-	if err != nil {
-		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
-		return err
-	}
-	s := &segHandle{id: id, region: r, f: a.File(), active: a}
-	if err := c.openReads(s); err != nil {
-		_ = a.Close()
-		_ = c.opts.fs.Remove(filepath.Join(c.segDir, segment.FileName(id)))
-		return err
-	}
-	s.refs.Store(1)
-	s.disk.Store(a.Allocated())
-	s.open.Store(true)
-	c.addDisk(s, a.Allocated())
-	if bound := c.opts.MaxSize + c.opts.SegmentSize; invariants.Enabled && c.opts.MaxSize > 0 && c.diskBytes.Load() > bound {
-		panic(fmt.Sprintf("blobcache: %d bytes on disk after a rotation, over %d (MaxSize %d, %d regions)", c.diskBytes.Load(), bound, c.opts.MaxSize, w.regions()))
-	}
-	c.segs.mu.Lock()
-	c.segs.add(s)
-	c.segs.mu.Unlock()
-	w.active[r] = s
-	if c.rs != nil {
-		c.rs.poke() // the oldest segment may be the next to go
-	}
-	return nil
-}
-
-// onFullDisk runs op and, while it fails for a full disk, evicts the oldest sealed segment (making
-// room as MaxSize would) and runs it again, eight times at most. The caller holds mu.
-func (w *writer) onFullDisk(op func() error) error {
-	err := op()
-	for tries := 0; err != nil && errors.Is(err, syscall.ENOSPC) && tries < 8 && w.broken == nil; tries++ {
-		evicted, eerr := w.c.evictOldestSealed()
-		if eerr != nil {
-			w.breakLocked(eerr)
-		}
-		if !evicted {
-			break
-		}
-		err = op()
-	}
-	return err
-}
-
-// grow preallocates the rest of active segment s once what is placed in it passes its first
-// allocation (segment.Active.Grow), and counts it, evicting on a full disk as rotate does; if
-// that fails too, the writes that follow report it. The caller holds mu.
-func (w *writer) grow(s *segHandle) {
-	var n int64
-	_ = w.onFullDisk(func() (err error) {
-		n, err = s.active.Grow()
-		return err
-	})
-	// The entry log the entries of the records placed take on disk until the seal (the seal
-	// counts the sealed file in its place).
-	if l := segment.LogSpace(s.active.Entries()); l > s.logSpace {
-		n += l - s.logSpace
-		s.logSpace = l
-	}
-	if n > 0 {
-		s.disk.Add(n)
-		w.c.addDisk(s, n)
-	}
-}
-
-// sealActive queues the seal of region r's active segment, after the batches placed in it. The
-// caller holds mu.
-func (w *writer) sealActive(r region) {
-	a := w.active[r]
-	if a == nil {
-		return
-	}
-	// The segment counts whole until its seal cuts the preallocated tail off (sealSegment): the
-	// files are that large until then, and makeRoom's bound on them must see it. The tail is
-	// noted so that what the records hold (dataBytes, makeRoom) leaves it out meanwhile: all of
-	// it but the rest of the last block, so that the records count the same before the seal
-	// ends as after (when the file takes whole blocks), and eviction does not depend on when
-	// the seal goroutine gets to run.
-	if tail := a.disk.Load() - alignUp(w.activeFinal(r), fsBlock); tail > 0 {
-		a.tail.Store(tail)
-		w.c.sealingTails.Add(tail)
-	}
-	if a.streams > 0 {
-		// A streamed record is still being written: its last stream queues the seal.
-		a.sealDeferred = true
-		a.sealBase = a.active.End()
-	} else {
-		w.nextSeq++
-		w.toWrite.push(&flushJob{seq: w.nextSeq, seg: a, seal: true, base: a.active.End()})
-	}
-	if w.poisoned[r] == a {
-		w.poisoned[r] = nil
-	}
-	a.open.Store(false)
-	w.active[r] = nil
-}
-
 // drain cuts the open batch and waits until everything cut so far is committed. It returns an
 // error wrapping ErrWriteFailed if a batch failed to write meanwhile.
 func (w *writer) drain(consume bool) error {
@@ -763,17 +497,17 @@ func (w *writer) drain(consume bool) error {
 			w.failErr = err
 		}
 		for r := range numRegions {
-			if w.poisoned[r] != nil && w.poisoned[r] == w.active[r] {
+			if w.c.segs.poisonedActive(r) {
 				// A failed batch left a gap: seal the segment so that what was written
 				// after the gap is reachable through its footer before Drain returns.
-				w.sealActive(r)
+				w.c.segs.sealActive(r)
 			}
 		}
 		target := w.nextSeq
 		w.mu.Unlock()
 		w.waitCommitted(target)
 		w.mu.Lock()
-		again := w.poisonedActive() || len(w.forgotten) > 0 && w.failErr == nil
+		again := w.c.segs.anyPoisonedActive() || len(w.forgotten) > 0 && w.failErr == nil
 		w.mu.Unlock()
 		if !again || round == 8 {
 			break
@@ -885,7 +619,7 @@ func (w *writer) commitLoop() {
 func (w *writer) commit(j *flushJob) {
 	c := w.c
 	if j.seal {
-		c.seal(j.seg, j.base)
+		c.segs.seal(j.seg, j.base)
 		return
 	}
 	if j.err == nil && j.seg != nil && j.seg.gapAt > 0 && j.offset() > j.seg.gapAt {
@@ -897,7 +631,7 @@ func (w *writer) commit(j *flushJob) {
 	}
 	if j.stream != nil && j.err == nil {
 		c.commitStream(j)
-		c.reclaim()
+		c.segs.reclaim()
 		return
 	}
 	if j.err != nil {
@@ -920,14 +654,14 @@ func (w *writer) commit(j *flushJob) {
 		// gets no more batches and is sealed at the next cut or drain, and whatever was placed
 		// behind the gap before this commit is lost too (above).
 		if j.seg != nil {
-			w.poison(j.seg)
+			w.c.segs.poison(j.seg)
 			if j.seg.gapAt == 0 || j.offset() < j.seg.gapAt {
 				j.seg.gapAt = j.offset()
 			}
 		}
 		w.mu.Unlock()
 		if j.stream != nil {
-			c.reclaim()
+			c.segs.reclaim()
 			return
 		}
 	} else {
@@ -937,7 +671,7 @@ func (w *writer) commit(j *flushJob) {
 	w.dropLive(j.b)
 	w.recycle(j.b)
 	w.mu.Unlock()
-	c.reclaim()
+	c.segs.reclaim()
 }
 
 // dropLive removes b from the live list. The caller holds mu.
@@ -1037,18 +771,6 @@ func (w *writer) bufferBytes() int64 {
 	return n
 }
 
-// pendingBytes is the memory held by unflushed records.
-// dataBytes is Stats.DataBytes: the disk bytes without the parts of the active segments that
-// are counted and have nothing placed in them yet, nor the tails of segments being sealed (two
-// regions). They are read under mu, which rotations and evictions hold, so that a rotation
-// cannot fall between them.
-func (w *writer) dataBytes() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.c.diskBytes.Load() - w.unfilled() - w.c.sealingTails.Load()
-	return n
-}
-
 // pendingBlobs is what the write buffer changes in the index's count of blobs: keys whose newest
 // buffered record is a put and that the index does not hold, less keys whose newest buffered
 // record is a delete and that it does.
@@ -1075,6 +797,7 @@ func (w *writer) pendingBlobs() int64 {
 	return n
 }
 
+// pendingBytes is the memory held by unflushed records.
 func (w *writer) pendingBytes() int64 {
 	var n int64
 	for _, b := range *w.live.Load() {
@@ -1130,7 +853,7 @@ func (w *writer) close() {
 	_ = w.cutAll()
 	w.closed = true
 	for r := range numRegions {
-		w.sealActive(r)
+		w.c.segs.sealActive(r)
 	}
 	w.cond.Broadcast()
 	w.mu.Unlock()
