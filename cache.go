@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
-	"github.com/seed57392e9e/blobcache/internal/ghost"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
@@ -45,17 +45,12 @@ type Cache struct {
 	layout layout
 	w      *writer
 
-	// What the cache keeps (policy.go, reinsert.go): admission is set when Puts are admitted
-	// by a policy or a budget; rs, when eviction reinserts (and hits set access bits).
-	admission bool
-	budget    *writeBudget
-	rs        *reinserter
-	// regions is set with PolicyProbation (region.go); ghost then holds the key hashes
-	// recently dropped from probation.
-	regions bool
-	ghost   atomic.Pointer[ghost.Set]
-	closed  atomic.Bool
-	stats   counters
+	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
+	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
+	keep   *policy.Policy
+	rs     *reinserter
+	closed atomic.Bool
+	stats  counters
 
 	lastCorruption atomic.Pointer[string]
 	directOff      string // why direct I/O was turned off at open (probeDirect), or ""
@@ -97,6 +92,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 	}
 	c.probeDirect()
 	o = c.opts // openDir adopts the directory's storage mode; probeDirect may turn direct I/O off
+	c.keep = newPolicy(&o)
 	switch o.Index {
 	case IndexSkipList:
 		c.idx = index.NewSkipList()
@@ -131,15 +127,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 			return nil, err
 		}
 	}
-	c.admission = o.Admission != nil || o.WriteBudget > 0
-	if o.WriteBudget > 0 {
-		c.budget = newWriteBudget(o.WriteBudget, o.Clock)
-	}
-	if g := newGhost(&o); g != nil {
-		c.regions = true
-		c.ghost.Store(g)
-	}
-	if o.Policy != PolicyFIFO && o.MaxSize > 0 && !o.PerBlobFiles {
+	if c.keep.Reinserts() {
 		c.rs = newReinserter(c)
 	}
 	c.w = newWriter(c)
@@ -452,10 +440,9 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 		return err
 	}
 	n := record.HeaderSize + int64(len(key)) + int64(len(value)) + int64(len(attrsOf(m)))
-	if c.admission && admits(m) {
-		if h := record.KeyHash(key); !c.admit(key, h, n) {
-			return c.decline(key, h, m)
-		}
+	h := record.KeyHash(key)
+	if c.declines(key, h, n, m) {
+		return c.decline(key, h, m)
 	}
 	if !c.buffered(n) {
 		// Too large for a write buffer: written straight from value before Put returns, its
@@ -493,7 +480,6 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
-	h := record.KeyHash(key)
 	accepted, err := c.w.append(h, hdr, key, value, copyValue, m)
 	if accepted {
 		c.bloomAdd(h)
@@ -549,9 +535,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
-	if c.budget != nil {
-		c.budget.take(hdr.Len(), true) // a tombstone is always written, and counts
-	}
+	c.keep.Charge(hdr.Len()) // a tombstone is always written, and counts
 	accepted, err := c.w.append(l.h, hdr, key, nil, true, m)
 	if !accepted {
 		return err

@@ -1,15 +1,14 @@
 package blobcache
 
 import (
-	"sync/atomic"
-	"time"
-
-	"github.com/seed57392e9e/blobcache/internal/ghost"
+	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
-// What the cache keeps: the eviction policy (Options.Policy, reinsert.go does the work), the
-// admission policy (Options.Admission) and the write budget (Options.WriteBudget).
+// What the cache keeps: the eviction policy (Options.Policy), the admission policy
+// (Options.Admission) and the write budget (Options.WriteBudget). internal/policy decides;
+// region.go, reinsert.go and space.go carry its decisions out, and this file is the API and what
+// a declined Put does.
 //
 // A declined Put is a Put followed at once by an eviction of its blob: it returns nil, the key
 // then misses, and no older blob of the key may be read back. So when the key may hold a blob
@@ -70,56 +69,35 @@ func (admitAll) Admit([]byte, uint64, int64) bool { return true }
 // Put follows a miss, so a blob is written on its second miss within the ghost's memory: blobs
 // asked for once are never written. A remember of about the number of blobs the cache holds
 // is a good start.
-func AdmitOnSecondPut(remember int) Admission { return &secondPut{ghost.New(remember)} }
+func AdmitOnSecondPut(remember int) Admission { return policy.NewSecondPut(remember) }
 
-type secondPut struct{ g *ghost.Set }
-
-func (p *secondPut) Admit(_ []byte, h uint64, _ int64) bool {
-	if p.g.Contains(h) {
-		return true
+// newPolicy is what the cache with options o keeps (internal/policy decides).
+func newPolicy(o *Options) *policy.Policy {
+	kind := policy.KindReinsert
+	switch o.Policy {
+	case PolicyProbation:
+		kind = policy.KindProbation
+	case PolicyFIFO:
+		kind = policy.KindFIFO
 	}
-	p.g.Add(h)
-	return false
-}
-
-// writeBudget is Options.WriteBudget: a generic cell rate algorithm over device bytes. tat is
-// the theoretical arrival time (Unix nanoseconds) at which the writes admitted so far would be
-// paid for at the budget's rate; a write is admitted if, with its cost added, tat is at most a
-// burst (one second) ahead of now. Lock-free: one compare-and-swap per write.
-type writeBudget struct {
-	nsPerByte float64
-	burst     int64 // ns
-	clock     func() time.Time
-	tat       atomic.Int64
-}
-
-func newWriteBudget(bytesPerSecond int64, clock func() time.Time) *writeBudget {
-	return &writeBudget{nsPerByte: 1e9 / float64(bytesPerSecond), burst: int64(time.Second), clock: clock}
-}
-
-// take charges n bytes; false (nothing charged) if that goes over the budget, unless force.
-func (b *writeBudget) take(n int64, force bool) bool {
-	now := b.clock().UnixNano()
-	cost := int64(float64(n) * b.nsPerByte)
-	for {
-		tat := b.tat.Load()
-		next := max(tat, now) + cost
-		if !force && next-now > b.burst {
-			return false
-		}
-		if b.tat.CompareAndSwap(tat, next) {
-			return true
-		}
+	maxSize := o.MaxSize
+	if o.PerBlobFiles {
+		maxSize = 0 // blob files are evicted one by one, oldest first, and never read back
 	}
+	p := &policy.Policy{Rules: policy.New(policy.Config{Kind: kind, MaxSize: maxSize, SegmentSize: o.SegmentSize, MaxCopy: o.WriteBufferSize})}
+	if o.Admission != nil {
+		p.Admission = o.Admission.Admit
+	}
+	if o.WriteBudget > 0 {
+		p.Budget = policy.NewBudget(o.WriteBudget, o.Clock)
+	}
+	return p
 }
 
-// admit decides whether the unconditional Put of a record of n bytes under key (hash h) is
-// written: by Options.Admission, then by the write budget.
-func (c *Cache) admit(key []byte, h uint64, n int64) bool {
-	if c.opts.Admission != nil && !c.opts.Admission.Admit(key, h, n) {
-		return false
-	}
-	return c.budget == nil || c.budget.take(n, false)
+// declines reports whether the policy declines the unconditional Put of a record of n bytes
+// under key (m as for put): by Options.Admission, then by the write budget.
+func (c *Cache) declines(key []byte, h uint64, n int64, m *writeMeta) bool {
+	return c.keep.Filters() && admits(m) && !c.keep.Admit(key, h, n)
 }
 
 // admits reports whether a write with meta m goes through admission: not a conditional write,
@@ -152,9 +130,7 @@ func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
 	if err := c.stamp(&hdr, nil); err != nil {
 		return err
 	}
-	if c.budget != nil {
-		c.budget.take(hdr.Len(), true)
-	}
+	c.keep.Charge(hdr.Len())
 	_, err := c.w.append(h, hdr, key, nil, true, nil)
 	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -13,15 +12,17 @@ import (
 	"testing"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
-// The reference test of the policies: one trace through the cache and through refCache, a plain
-// simulation of what region.go, reinsert.go and space.go document (FIFO logs of whole segments,
-// promotion, reinsertion, the ghost set, the victim rules, the reinsertion credit), request by
-// request. After every request both must agree on hit or miss, on the segment and hit count of
+// The reference test of the policies' mechanics: one trace through the cache and through
+// refCache, a plain simulation of what region.go, reinsert.go and space.go document (FIFO logs of
+// whole segments, promotion, reinsertion, the victim's eviction, the ghost fed, the reinsertion
+// credit spent), request by request, taking each decision from a policy.Rules of its own (the
+// rules themselves are held to the documented policy by internal/policy's TestModel). After every request both must agree on hit or miss, on the segment and hit count of
 // every key, and on the counters of evictions, copies, promotions, ghost admissions and drops.
 //
 // The geometry (and a file system without hole punching) makes every decision observable and the cache's background work settle before the
@@ -165,32 +166,30 @@ func (s *refSeg) sealedSize() int64 {
 	return segment.HeaderSize + int64(len(s.keys))*(refRecord+segment.EntrySize) + segment.TrailerSize
 }
 
-// refCache is the model: the documented policy, with none of the machinery.
+// refCache is the model: the documented mechanics, with none of the machinery, deciding by
+// rules.
 type refCache struct {
 	policy  Policy
+	rules   policy.Rules
 	regions bool
 	segs    []*refSeg // in id order
 	active  [numRegions]*refSeg
 	where   map[string]*refSeg // the segment of each key's record
 	hits    map[string]int
-	ghost   *refGhost
-	credit  int64   // reinsertion credit
-	perByte float64 // credit a byte put earns
-	floor   uint32  // main's active segment must be at least this new (rule 2)
+	credit  policy.Credit
+	floor   uint32 // main's active segment must be at least this new (rule 2)
 	nextID  uint32
 	scanned [numRegions]uint32
-	singles int
 	placing string // the key whose record is being placed
 
 	evictions, copied, promoted, ghostAdmits, dropped uint64
 }
 
 func newRefCache(p Policy) *refCache {
-	m := &refCache{policy: p, regions: p == PolicyProbation, where: map[string]*refSeg{}, hits: map[string]int{},
-		perByte: 0.8 / (1 - 0.8)} // ReinsertShare's default
-	if m.regions {
-		m.ghost = newRefGhost(refMinGhost)
-	}
+	o := Options{Policy: p, MaxSize: refSegments * refSegSize, SegmentSize: refSegSize, WriteBufferSize: 64 << 10}
+	m := &refCache{policy: p, rules: newPolicy(&o).Rules, where: map[string]*refSeg{}, hits: map[string]int{}}
+	m.regions = m.rules.Regions() == 2
+	m.credit = policy.NewCredit(m.rules, 0.8, refSegSize) // ReinsertShare's default
 	return m
 }
 
@@ -204,21 +203,14 @@ func (m *refCache) get(k string) bool {
 
 // put writes a key the cache does not hold: to probation, or to main if the ghost remembers it.
 func (m *refCache) put(k string) {
-	r := mainRegion
-	if m.regions {
-		r = probationRegion
-		if h := record.KeyHash([]byte(k)); m.ghost.contains(h) {
-			r = mainRegion
-			m.ghost.remove(h)
-			m.ghostAdmits++
-		}
-	}
+	h := record.KeyHash([]byte(k))
+	r, ghost := m.rules.Route(policy.Write{Hash: h})
 	m.place(k, r, 0)
-	regions := int64(1)
-	if m.regions {
-		regions = 2
+	if ghost {
+		m.rules.Admitted(h)
+		m.ghostAdmits++
 	}
-	m.credit = min(m.credit+int64(float64(refRecord)*m.perByte), refSegSize*regions) // a segment a region
+	m.credit.Earn(refRecord)
 }
 
 // place appends k's record to region r's active segment, making room first, and rotating if
@@ -289,47 +281,35 @@ func (m *refCache) makeRoom(r region, k string, rotate bool) {
 	}
 }
 
-// victim is the segment eviction takes next (Cache.victim).
+// victim is the segment eviction takes next (Cache.victim): the oldest of the region the rules
+// choose.
 func (m *refCache) victim() *refSeg {
-	if len(m.segs) == 0 {
-		return nil
-	}
-	if !m.regions {
-		return m.segs[0]
-	}
 	var oldest [numRegions]*refSeg
+	var logs policy.Logs
 	for _, s := range m.segs {
 		if oldest[s.region] == nil {
 			oldest[s.region] = s
+			logs.Oldest[s.region] = policy.Segment{ID: s.id, Live: true, Open: s.open}
 		}
 	}
-	p, mn := oldest[probationRegion], oldest[mainRegion]
-	_, mainDisk := m.diskBytes()
-	switch {
-	case p == nil:
-		return mn
-	case mn == nil:
-		return p
-	case p.id < mn.id:
-		return p
-	case float64(mainDisk) > 0.95*float64(refSegments*refSegSize) || p.open: // main over 95%
-		return mn
+	_, logs.MainBytes = m.diskBytes()
+	r, ok := m.rules.Victim(logs)
+	if !ok {
+		return nil
 	}
-	return p
+	return oldest[r]
 }
 
 func (m *refCache) evict(v *refSeg) {
-	if v.region == probationRegion {
-		m.ghost = m.ghost.resized(len(m.where))
-	}
+	m.rules.Evicting(v.region, len(m.where))
 	for _, k := range v.keys {
 		if m.where[k] != v {
 			continue
 		}
 		delete(m.where, k)
 		delete(m.hits, k)
-		if v.region == probationRegion && k != m.placing { // a key being written again was not dropped
-			m.ghost.add(record.KeyHash([]byte(k)))
+		if m.rules.Remembers(v.region) && k != m.placing { // a key being written again was not dropped
+			m.rules.Dropped(v.region, record.KeyHash([]byte(k)))
 		}
 	}
 	m.segs = slices.DeleteFunc(m.segs, func(s *refSeg) bool { return s == v })
@@ -379,30 +359,17 @@ func (m *refCache) scan(s *refSeg) {
 		if m.where[k] != s || m.hits[k] == 0 {
 			continue
 		}
-		hits := m.hits[k]
-		if refRecord > int64(hits)*perBlob {
+		keep, ok := m.rules.Copy(policy.Candidate{Region: s.region, Bytes: refRecord, Hits: m.hits[k], PerBlob: perBlob})
+		if !ok || !m.credit.Covers(refRecord) {
 			m.dropped++
 			continue
 		}
-		if s.region == mainRegion && hits == 1 {
-			m.singles++
-			if m.singles%10 >= 7 { // 7 of every 10 records of main hit once are copied
-				m.dropped++
-				continue
-			}
-		}
-		if m.credit < refRecord {
-			m.dropped++
-			continue
-		}
-		keep := hits - 1
 		if s.region == probationRegion {
-			keep = 0
 			m.promoted++
 		}
 		m.floor = max(m.floor, s.id+1)
 		m.place(k, mainRegion, keep)
-		m.credit -= refRecord
+		m.credit.Spend(refRecord)
 		m.copied++
 	}
 }
@@ -418,11 +385,11 @@ func (m *refCache) compare(t *testing.T, c *Cache, step int, k string) {
 		t.Fatalf("request %d (%s): cache counts %+v, model %+v\n%s", step, k, got, want, m.dump(c))
 	}
 	if m.regions {
-		g := c.ghost.Load()
+		g := c.keep.Ghost()
 		for i := range refKeys {
 			key := fmt.Sprintf("k%04d", i)
 			h := record.KeyHash([]byte(key))
-			if got, want := g.Contains(h), m.ghost.contains(h); got != want {
+			if got, want := g.Contains(h), m.rules.Ghost().Contains(h); got != want {
 				t.Fatalf("request %d (%s): %s in the ghost set: cache %v, model %v", step, k, key, got, want)
 			}
 		}
@@ -443,60 +410,6 @@ func (m *refCache) compare(t *testing.T, c *Cache, step int, k string) {
 			t.Fatalf("request %d (%s): segment %d of %s: cache %v, model region %v", step, k, s.id, key, cs, s.region)
 		}
 	}
-}
-
-// refMinGhost is the fewest fingerprints the ghost set is made for.
-const refMinGhost = 64
-
-// refGhost is the ghost set as internal/ghost documents it: buckets of seven fingerprints, the
-// bucket from the hash's high half, each bucket a ring that overwrites its oldest slot.
-type refGhost struct {
-	buckets []refBucket
-}
-
-type refBucket struct {
-	adds  uint32
-	slots [7]uint32 // 0: empty
-}
-
-func newRefGhost(n int) *refGhost {
-	return &refGhost{buckets: make([]refBucket, max((n+6)/7, 1))}
-}
-
-func (g *refGhost) slot(h uint64) (*refBucket, uint32) {
-	i, _ := bits.Mul64(h&^0xffffffff, uint64(len(g.buckets)))
-	return &g.buckets[i], uint32(h) | 1
-}
-
-func (g *refGhost) add(h uint64) {
-	b, fp := g.slot(h)
-	if slices.Contains(b.slots[:], fp) {
-		return
-	}
-	b.adds++
-	b.slots[b.adds%7] = fp
-}
-
-func (g *refGhost) contains(h uint64) bool {
-	b, fp := g.slot(h)
-	return slices.Contains(b.slots[:], fp)
-}
-
-func (g *refGhost) remove(h uint64) {
-	b, fp := g.slot(h)
-	if i := slices.Index(b.slots[:], fp); i >= 0 {
-		b.slots[i] = 0
-	}
-}
-
-// resized is the set resizeGhost leaves for a cache holding blobs: a new, empty one when the
-// right size is more than twice or less than half the capacity.
-func (g *refGhost) resized(blobs int) *refGhost {
-	want := max(int(float64(blobs)*0.9), refMinGhost) // 0.9 fingerprints a blob held
-	if c := len(g.buckets) * 7; want > 2*c || 2*want < c {
-		return newRefGhost(want)
-	}
-	return g
 }
 
 // dump lists the segments of the cache and of the model, for a failure's message.

@@ -76,7 +76,7 @@ func TestProbationRegions(t *testing.T) {
 	mustRegion(t, c, "hot", mainRegion)
 	expect(t, c, "hot", hot)
 	expect(t, c, "cold", nil)
-	if !c.ghost.Load().Contains(record.KeyHash([]byte("cold"))) {
+	if !c.keep.Ghost().Contains(record.KeyHash([]byte("cold"))) {
 		t.Fatal("cold was dropped from probation but is not in the ghost set")
 	}
 	st := c.Stats()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -22,7 +23,7 @@ import (
 // When: the writer pokes the reinserter, a goroutine of its own, at every rotation and every
 // seal. Once the disk is within two segments of MaxSize, the oldest sealed segment is the next
 // to go, and the reinserter scans it once: it reads its footer, and for each put whose index
-// entry still points at it with hits, and that the policy finds worth copying (worthCopying),
+// entry still points at it with hits, and that the policy finds worth copying (policy.Rules.Copy),
 // reads the record (checking header, key,
 // value and attributes; damage is never copied), skips it if it is expired or invalidated, and
 // appends the same record bytes (version, expiry, flags, attributes, checksum and creation time
@@ -50,9 +51,6 @@ type reinserter struct {
 	done chan struct{}
 	last [numRegions]uint32 // the newest segment scanned, by region; owned by run
 	buf  []byte             // the record being copied, during a scan (dropped after it); owned by run
-	// singles counts the records of main hit once that were considered (worthCopying); owned
-	// by run.
-	singles uint64
 }
 
 func newReinserter(c *Cache) *reinserter {
@@ -177,18 +175,13 @@ func (r *reinserter) scan(s *segHandle) {
 		if hits == 0 {
 			return nil
 		}
-		if !r.worthCopying(s.region, int64(e.Length), hits, perBlob) {
+		keep, ok := c.keep.Copy(policy.Candidate{Region: s.region, Bytes: int64(e.Length), Hits: hits, PerBlob: perBlob})
+		if !ok {
 			c.stats.reinsertDropped.Add(1)
 			return nil
 		}
 		if r.stopping() || c.segs.table.Load().get(s.id) != s {
 			return errStopScan // closing, or evicted: too late for the rest
-		}
-		// A copy in main keeps its count less one, as a 2-bit CLOCK does; one promoted from
-		// probation starts at 0, as in S3-FIFO.
-		keep := hits - 1
-		if s.region == probationRegion {
-			keep = 0
 		}
 		r.copyRecord(s, e.Hash, loc, uint8(keep))
 		return nil
@@ -197,37 +190,6 @@ func (r *reinserter) scan(s *segHandle) {
 
 // errStopScan ends a walk over a footer early.
 var errStopScan = errors.New("blobcache: footer walk stopped")
-
-// worthCopying is the policy's choice for a record of n bytes, hit hits times, in a segment of
-// region reg about to be evicted, when the cache holds perBlob bytes of disk a blob:
-//
-//   - a record larger than a write buffer is not copied: it would have to be streamed, and it
-//     takes the room of many smaller ones;
-//   - a record is copied only if its hits per byte are at least the cache's blobs per byte
-//     (n <= hits*perBlob): keeping a blob twice the mean size must earn two hits, as in
-//     size-aware policies (GDSF), so that what the cache keeps earns the most hits for its
-//     bytes. With blobs of one size every hit record passes;
-//   - in main, of the records hit once only singleHitCopies out of singleHitOf are copied, as
-//     CacheLib's percentage reinsertion does: a record hit once is the least likely to be hit
-//     again, and copying it costs a flash write every time it comes round (records hit twice or
-//     more, and promotions from probation, are always copied).
-//
-// It counts the single hits; the reinserter's goroutine calls it.
-func (r *reinserter) worthCopying(reg region, n int64, hits int, perBlob int64) bool {
-	if n > r.c.opts.WriteBufferSize || n > int64(hits)*perBlob {
-		return false
-	}
-	if reg == mainRegion && hits == 1 {
-		r.singles++
-		return r.singles%singleHitOf < singleHitCopies
-	}
-	return true
-}
-
-// singleHitCopies out of singleHitOf records of main hit once are copied (worthCopying); the
-// share was chosen on the hit-ratio benchmark (docs/BENCHMARKS.md): all of them wrote more than
-// FIFO on Zipf 0.8, half missed more than S3-FIFO does.
-const singleHitCopies, singleHitOf = 7, 10
 
 // copyRecord reads the record at loc in s (hash h) and appends it again, if it is whole, fresh,
 // within the budget and still the key's newest record.
@@ -294,7 +256,7 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 	if !w.unchanged(h, key, o) {
 		return reinsertGone
 	}
-	if w.reinsertCredit < n || w.c.budget != nil && !w.c.budget.take(n, false) {
+	if !w.credit.Covers(n) || !w.c.keep.AffordsCopy(n) {
 		return reinsertOver
 	}
 	// A copy goes to main, newer than the segment it is copied from (region.go, rule 2).
@@ -304,14 +266,6 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 	if err := w.appendLocked(h, hdr, key, value, true, &writeMeta{attrs: attrs, obs: o, toMain: true, hits: hits}); err != nil {
 		return reinsertGone
 	}
-	w.reinsertCredit -= n
+	w.credit.Spend(n)
 	return reinsertDone
-}
-
-// earn adds the reinsertion credit of n bytes written by a Put or Delete. The caller holds mu.
-func (w *writer) earn(n int64) {
-	if w.c.rs != nil {
-		// Capped at a segment a region: each region's oldest segment may be copied from at once.
-		w.reinsertCredit = min(w.reinsertCredit+int64(float64(n)*w.creditPerByte), w.c.opts.SegmentSize*int64(w.regions()))
-	}
 }

@@ -154,15 +154,13 @@ func (l *segmentLayout) evictSegment(s *segHandle) error {
 			return true
 		})
 	}
-	if s.region == probationRegion {
-		c.resizeGhost() // first: a new set forgets what the old one held, not what goes now
-	}
-	g := c.ghost.Load()
+	c.keep.Evicting(s.region, c.idx.Len()) // first: a resized ghost forgets what went before, not what goes now
+	remember := c.keep.Remembers(s.region)
 	for _, h := range hashes {
-		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && s.region == probationRegion && !c.w.pendingHash(h) {
-			// Dropped from probation: a Put of it soon goes straight to main. Not a key whose
+		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && remember && !c.w.pendingHash(h) {
+			// Dropped (from probation): a Put of it soon goes straight to main. Not a key whose
 			// newer record (a promotion, a Put) waits to be committed: that one was not dropped.
-			g.Add(h)
+			c.keep.Dropped(s.region, h)
 		}
 	}
 	l.remove(s)

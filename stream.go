@@ -151,11 +151,9 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 	if size <= int64(c.chunkSize()) || !c.layout.streams() {
 		return c.putFromBuffered(key, r, size, m) // through put, and its admission
 	}
-	if c.admission && admits(m) {
-		n := record.HeaderSize + int64(len(key)) + size + int64(len(attrsOf(m)))
-		if h := record.KeyHash(key); !c.admit(key, h, n) {
-			return c.decline(key, h, m) // r is not read
-		}
+	n := record.HeaderSize + int64(len(key)) + size + int64(len(attrsOf(m)))
+	if h := record.KeyHash(key); c.declines(key, h, n, m) {
+		return c.decline(key, h, m) // r is not read
 	}
 	return c.putFromStream(key, r, size, nil, m)
 }

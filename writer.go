@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -100,10 +101,8 @@ type writer struct {
 	// saw, for tombstones (writeStale); at most maxStale.
 	stale   []staleKey
 	nextSeq uint64
-	// reinsertCredit is the bytes reinsertion may still write, earned by Puts and Deletes at
-	// creditPerByte (see reinsert.go).
-	reinsertCredit int64
-	creditPerByte  float64
+	// credit is the bytes reinsertion may still write, earned by Puts and Deletes (reinsert.go).
+	credit policy.Credit
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -136,7 +135,7 @@ func newWriter(c *Cache) *writer {
 		stop:    make(chan struct{}),
 	}
 	w.cond = sync.NewCond(&w.mu)
-	w.creditPerByte = c.opts.ReinsertShare / (1 - c.opts.ReinsertShare)
+	w.credit = policy.NewCredit(c.keep, c.opts.ReinsertShare, c.opts.SegmentSize)
 	w.commitCond = sync.NewCond(&w.commitMu)
 	w.live.Store(new([]*batch.Batch))
 	c.segs.pipe = w
@@ -177,7 +176,7 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	if err := w.appendLocked(h, hdr, key, value, copyValue, m); err != nil {
 		return false, err
 	}
-	w.earn(hdr.Len())
+	w.credit.Earn(hdr.Len())
 	return true, earlier
 }
 
