@@ -244,11 +244,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr, attrs: attrs, rd: rd}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
-		r.wantCRC = hdr.ValueCRC
-		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
-			r.userHash = c.opts.ChecksumHash()
-			r.wantSum = hdr.Sum
-		}
+		r.sums = c.readCheck(hdr)
 	}
 	bufEnd := int64(len(b)) - hk // value bytes in buf
 	if off < bufEnd {
@@ -390,19 +386,11 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	}
 	vlen := int64(hdr.ValueLen)
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
-		if got := record.CRC(want); got != hdr.ValueCRC {
+		vc := c.readCheck(hdr)
+		vc.write(want)
+		if err := vc.verify(hdr, loc); err != nil {
 			c.stats.corrupt.Add(1)
-			return 0, openHit, fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
-				ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.ValueCRC)
-		}
-		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
-			hh := c.opts.ChecksumHash()
-			hh.Write(want)
-			if got := hh.Sum32(); got != hdr.Sum {
-				c.stats.corrupt.Add(1)
-				return 0, openHit, fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
-					ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.Sum)
-			}
+			return 0, openHit, err
 		}
 	}
 	if len(want) < len(p) {
