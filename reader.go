@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 
@@ -57,6 +58,18 @@ type segRef struct {
 func (r *segRef) release() {
 	if r != nil && !r.released.Swap(true) {
 		r.s.unref()
+	}
+}
+
+// keep takes over from h what the reader keeps of its read: the buffer (r.val lies in it) and,
+// when value bytes remain to be read from the file, the file reference, released by a cleanup if
+// the reader is dropped without Close. What it does not take, h still releases.
+func (r *Reader) keep(h *readHold) {
+	r.buf, h.buf = h.buf, nil
+	if r.remain > 0 {
+		r.ref = &segRef{s: h.file}
+		h.file = nil
+		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
 	}
 }
 
