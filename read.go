@@ -159,9 +159,9 @@ const (
 )
 
 // readHold is what one read of a record holds: the reader reference on the file the lookup
-// found, and the pooled buffer the record is read into. It has one owner at a time and is
-// released once, by release: the read that made it (deferred), or the Reader that takes it over
-// (Reader.keep), which leaves it empty. Releasing an empty hold does nothing.
+// found, and the pooled buffer the record is read into. Each has one owner at a time: the read
+// that made the hold releases it once, by a deferred release, and a Reader that takes over a part
+// (Reader.keep) empties that part in the hold, so release leaves it to the Reader.
 type readHold struct {
 	file *segHandle
 	buf  *[]byte
