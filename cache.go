@@ -444,38 +444,25 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if c.declines(key, h, n, m) {
 		return c.decline(key, h, m)
 	}
+	var want *uint32 // the caller's checksum, for PutChecksummed
+	if hasSum {
+		want = &sum
+	}
 	if !c.buffered(n) {
 		// Too large for a write buffer: written straight from value before Put returns, its
 		// checksums computed on the way.
-		var want *uint32
-		if hasSum {
-			want = &sum
-		}
 		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)), want, m)
-	}
-	vcrc := record.CRC(value)
-	var flags uint8
-	if hasSum || c.opts.Checksum {
-		own := vcrc
-		if c.opts.ChecksumHash != nil {
-			hh := c.opts.ChecksumHash()
-			hh.Write(value)
-			own = hh.Sum32()
-		}
-		if hasSum && sum != own {
-			return fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, sum, own)
-		}
-		sum = own
-		flags |= record.FlagHasChecksum
 	}
 	hdr := record.Header{
 		Kind:     record.KindPut,
-		Flags:    flags,
 		KeyLen:   uint32(len(key)),
 		ValueLen: uint32(len(value)),
-		Sum:      sum,
 		CTime:    c.opts.Clock().UnixNano(),
-		ValueCRC: vcrc,
+	}
+	vc := c.writeCheck(hasSum || c.opts.Checksum)
+	vc.write(value)
+	if err := vc.seal(&hdr, want); err != nil {
+		return err
 	}
 	if err := c.stamp(&hdr, m); err != nil {
 		return err

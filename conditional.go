@@ -278,16 +278,3 @@ func (c *Cache) conditionally(key []byte, m *writeMeta, write func() error) erro
 		}
 	}
 }
-
-// dropStale counts a read that found key's newest record expired or invalidated, and queues a
-// tombstone for it.
-func (c *Cache) dropStale(key []byte, f fate, o observation) {
-	if f == expired {
-		c.stats.expired.Add(1)
-	} else {
-		c.stats.invalidated.Add(1)
-	}
-	if c.w != nil { // read-only: nothing is written
-		c.w.queueStale(key, o)
-	}
-}

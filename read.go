@@ -3,7 +3,6 @@ package blobcache
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -159,10 +158,34 @@ const (
 	openRetry
 )
 
+// readHold is what one read of a record holds: the reader reference on the file the lookup
+// found, and the pooled buffer the record is read into. Each has one owner at a time: the read
+// that made the hold releases it once, by a deferred release, and a Reader that takes over a part
+// (Reader.keep) empties that part in the hold, so release leaves it to the Reader.
+type readHold struct {
+	file *segHandle
+	buf  *[]byte
+}
+
+// release drops the file reference and hands the buffer back to its pool.
+func (h *readHold) release() {
+	if h.file != nil {
+		h.file.unref()
+		h.file = nil
+	}
+	if h.buf != nil {
+		putBuf(h.buf)
+		h.buf = nil
+	}
+}
+
 // openRecord reads the record l found and builds a reader for value bytes [off, off+n). The
-// file l holds is released or handed to the Reader. lazy is Open's first read.
+// file l holds is released, or handed to the Reader when it streams the rest of the value. lazy
+// is Open's first read.
 func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, openResult) {
-	s, recOff, loc := l.file, l.recOff, l.loc
+	recOff, loc := l.recOff, l.loc
+	hold := readHold{file: l.file}
+	defer hold.release()
 	// What the first read brings in: the whole record when small, else header and key plus the
 	// start of the value when the range starts at 0 (as if the header were of the current
 	// format: a legacy one is shorter, and the value starts a little earlier); for Open, header
@@ -188,11 +211,9 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	if _, direct := rd.(*vfs.DirectReader); direct && first >= 2*vfs.DirectIOAlignment {
 		skew = int(recOff % vfs.DirectIOAlignment)
 	}
-	buf := getBuf(int(first) + skew)
-	b := (*buf)[skew:]
+	hold.buf = getBuf(int(first) + skew)
+	b := (*hold.buf)[skew:]
 	if _, err := rd.ReadAt(b, recOff); err != nil {
-		s.unref()
-		putBuf(buf)
 		if !l.stillAt() {
 			return nil, openRetry
 		}
@@ -201,14 +222,10 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		return &Reader{c: c, err: fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)}, openHit
 	}
 	if !l.stillAt() {
-		s.unref()
-		putBuf(buf)
 		return nil, openRetry
 	}
 	hdr, ok := l.checkHeader(b[:l.prefixLen()])
 	if ok && !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
-		s.unref()
-		putBuf(buf)
 		return nil, openMiss
 	}
 	hk := hdr.ValueOffset()
@@ -223,32 +240,24 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		// A blob file is not scanned on open, so a torn one is caught here.
 		if err := record.CheckValue(hdr, b[hk:]); err != nil {
 			c.stats.corrupt.Add(1)
-			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, s.f.Name(), err))
+			c.noteCorruption(fmt.Errorf("%w: %s: %w", ErrCorrupt, hold.file.f.Name(), err))
 			ok = false
 		}
 	}
 	if !ok {
-		s.unref()
-		putBuf(buf)
 		return nil, openMiss
 	}
 	attrs, res, err := l.readAttrs(hdr, b)
 	if res != openHit || err != nil {
-		s.unref()
-		putBuf(buf)
 		if err != nil {
 			return &Reader{c: c, err: err}, openHit
 		}
 		return nil, res
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, buf: buf, hdr: hdr, attrs: attrs, rd: rd}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
-		r.wantCRC = hdr.ValueCRC
-		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
-			r.userHash = c.opts.ChecksumHash()
-			r.wantSum = hdr.Sum
-		}
+		r.sums = c.readCheck(hdr)
 	}
 	bufEnd := int64(len(b)) - hk // value bytes in buf
 	if off < bufEnd {
@@ -257,11 +266,8 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	if end > bufEnd {
 		r.off = recOff + hk + max(off, bufEnd)
 		r.remain = end - max(off, bufEnd)
-		r.ref = &segRef{s: s}
-		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
-	} else {
-		s.unref()
 	}
+	r.keep(&hold)
 	if r.size == 0 {
 		r.finish()
 	}
@@ -390,19 +396,11 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	}
 	vlen := int64(hdr.ValueLen)
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
-		if got := record.CRC(want); got != hdr.ValueCRC {
+		vc := c.readCheck(hdr)
+		vc.write(want)
+		if err := vc.verify(hdr, loc); err != nil {
 			c.stats.corrupt.Add(1)
-			return 0, openHit, fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
-				ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.ValueCRC)
-		}
-		if hdr.Flags&record.FlagHasChecksum != 0 && c.opts.ChecksumHash != nil {
-			hh := c.opts.ChecksumHash()
-			hh.Write(want)
-			if got := hh.Sum32(); got != hdr.Sum {
-				c.stats.corrupt.Add(1)
-				return 0, openHit, fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
-					ErrChecksumMismatch, loc.Segment, loc.Offset, got, hdr.Sum)
-			}
+			return 0, openHit, err
 		}
 	}
 	if len(want) < len(p) {

@@ -3,8 +3,8 @@ package blobcache
 import (
 	"errors"
 	"fmt"
-	"hash"
 	"io"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 
@@ -40,11 +40,8 @@ type Reader struct {
 	off    int64    // file offset of the next unbuffered value byte
 	remain int64    // unbuffered value bytes left
 
-	verify   bool
-	crc      uint32 // running CRC-32C of the value
-	wantCRC  uint32
-	userHash hash.Hash32 // running custom checksum, when the record has one and it is not CRC-32C
-	wantSum  uint32
+	verify bool
+	sums   valueCheck // of the value delivered so far, when verify
 
 	hdr   record.Header // the record's header: Info is made from it when asked
 	attrs string        // the record's attributes, if any
@@ -61,6 +58,18 @@ type segRef struct {
 func (r *segRef) release() {
 	if r != nil && !r.released.Swap(true) {
 		r.s.unref()
+	}
+}
+
+// keep takes over from h what the reader keeps of its read: the buffer (r.val lies in it) and,
+// when value bytes remain to be read from the file, the file reference, released by a cleanup if
+// the reader is dropped without Close. What it does not take, h still releases.
+func (r *Reader) keep(h *readHold) {
+	r.buf, h.buf = h.buf, nil
+	if r.remain > 0 {
+		r.ref = &segRef{s: h.file}
+		h.file = nil
+		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
 	}
 }
 
@@ -126,10 +135,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 		}
 	}
 	if r.verify {
-		r.crc = record.UpdateCRC(r.crc, p[:n])
-		if r.userHash != nil {
-			r.userHash.Write(p[:n])
-		}
+		r.sums.write(p[:n])
 	}
 	if len(r.val) == 0 && r.remain == 0 {
 		r.finish()
@@ -147,10 +153,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	if r.err == nil && r.remain == 0 && len(r.val) > 0 && r.verify {
-		r.crc = record.UpdateCRC(r.crc, r.val)
-		if r.userHash != nil {
-			r.userHash.Write(r.val)
-		}
+		r.sums.write(r.val)
 		v := r.val
 		r.val = nil
 		// Check first, write, and only then give the buffer back: v lives in it.
@@ -168,10 +171,7 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		if len(r.val) > 0 && r.err == nil {
 			v := r.val
 			if r.verify {
-				r.crc = record.UpdateCRC(r.crc, v)
-				if r.userHash != nil {
-					r.userHash.Write(v)
-				}
+				r.sums.write(v)
 			}
 			r.val = nil
 			n, err := w.Write(v)
@@ -267,14 +267,8 @@ func (r *Reader) finish() {
 func (r *Reader) check() {
 	r.err = io.EOF
 	if r.verify {
-		if r.crc != r.wantCRC {
-			r.err = fmt.Errorf("%w: segment %d offset %d: value crc32c %#08x, stored %#08x",
-				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.crc, r.wantCRC)
-		} else if r.userHash != nil && r.userHash.Sum32() != r.wantSum {
-			r.err = fmt.Errorf("%w: segment %d offset %d: blob checksum %#08x, stored %#08x",
-				ErrChecksumMismatch, r.loc.Segment, r.loc.Offset, r.userHash.Sum32(), r.wantSum)
-		}
-		if r.err != io.EOF {
+		if err := r.sums.verify(r.hdr, r.loc); err != nil {
+			r.err = err
 			r.c.stats.corrupt.Add(1)
 		}
 	}

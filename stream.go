@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -276,12 +275,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key, attrs []byte, r i
 	}
 	cw.used += record.HeaderSize // the header goes in last, in chunk 0 (valueLead sees to it)
 	cw.emit(key)
-	var crc uint32
-	checksummed := c.opts.Checksum || want != nil
-	var own hash.Hash32
-	if checksummed && c.opts.ChecksumHash != nil {
-		own = c.opts.ChecksumHash()
-	}
+	vc := c.writeCheck(c.opts.Checksum || want != nil)
 	for left := int64(hdr.ValueLen); left > 0 && cw.err == nil; {
 		if c.closed.Load() {
 			return segment.Entry{}, ErrClosed
@@ -294,10 +288,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key, attrs []byte, r i
 		if err := readValue(r, dst); err != nil {
 			return segment.Entry{}, err
 		}
-		crc = record.UpdateCRC(crc, dst)
-		if own != nil {
-			own.Write(dst)
-		}
+		vc.write(dst)
 		cw.used += len(dst)
 		left -= int64(len(dst))
 	}
@@ -309,17 +300,9 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key, attrs []byte, r i
 	if cw.err != nil {
 		return segment.Entry{}, cw.err
 	}
-	hdr.ValueCRC = crc
-	if checksummed {
-		hdr.Flags |= record.FlagHasChecksum
-		hdr.Sum = crc
-		if own != nil {
-			hdr.Sum = own.Sum32()
-		}
-		if want != nil && *want != hdr.Sum {
-			// The range stays a pad: nothing of the value is stored.
-			return segment.Entry{}, fmt.Errorf("%w: caller's checksum %#08x, value's %#08x", ErrChecksumMismatch, *want, hdr.Sum)
-		}
+	if err := vc.seal(hdr, want); err != nil {
+		// The range stays a pad: nothing of the value is stored.
+		return segment.Entry{}, err
 	}
 	hdr.Encode(cw.first[s.lead:s.lead+record.HeaderSize+int64(len(key))], key)
 	// The first chunk last: it turns the pad into the record, over a value already written.

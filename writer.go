@@ -1,7 +1,6 @@
 package blobcache
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -97,9 +96,9 @@ type writer struct {
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
 	forgotten [][]byte
-	// stale are keys whose newest record a read found expired or invalidated, with what it
-	// saw, for tombstones (writeStale); at most maxStale.
-	stale   []staleKey
+	// stale holds the keys whose newest record a read found expired or invalidated, for
+	// tombstones (writeStale). Reads push into it without mu: it has its own lock (stale.go).
+	stale   staleQueue
 	nextSeq uint64
 	// credit is the bytes reinsertion may still write, earned by Puts and Deletes (reinsert.go).
 	credit policy.Credit
@@ -220,31 +219,14 @@ func (w *writer) unchanged(h uint64, key []byte, o *observation) bool {
 	return in == o.inIndex && (!in || loc == o.loc)
 }
 
-// staleKey is a key whose newest record a read found expired or invalidated.
-type staleKey struct {
-	key []byte
-	obs observation
-}
-
-// maxStale bounds the tombstones waiting for stale records; more are not queued (those records
-// go with their segments).
-const maxStale = 1024
-
-// queueStale queues a tombstone for key, whose newest record a read found stale, where o says.
-func (w *writer) queueStale(key []byte, o observation) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.stale) < maxStale && !w.closed {
-		w.stale = append(w.stale, staleKey{key: bytes.Clone(key), obs: o})
-	}
-}
-
-// writeStale appends tombstones for the stale keys whose newest record is still the stale one.
-// The caller holds mu.
+// writeStale appends tombstones for the keys reads queued as stale (stale.go) whose newest
+// record is still the stale one. The caller holds mu.
 func (w *writer) writeStale() {
-	for len(w.stale) > 0 && !w.closed {
-		sk := w.stale[0]
-		w.stale = w.stale[1:]
+	for !w.closed {
+		sk, ok := w.stale.pop()
+		if !ok {
+			return
+		}
 		h := record.KeyHash(sk.key)
 		if !w.unchanged(h, sk.key, &sk.obs) {
 			continue
