@@ -27,10 +27,9 @@ const (
 
 // Cache is a blob cache on local disk. All methods are safe for concurrent use.
 type Cache struct {
-	opts   Options
-	dir    string
-	segDir string
-	lock   io.Closer
+	opts Options
+	dir  string
+	lock io.Closer
 
 	idx       index.Index
 	bloom     atomic.Pointer[bloom.Filter]

@@ -119,7 +119,7 @@ func (l *keyLookup) hit() {
 // reinsertion (see reinsert.go) and for the read path's choice (see readroute.go). Not when
 // neither reads the bits (PolicyFIFO with DirectIOReads or BufferedReads).
 func (l *keyLookup) touched() {
-	if l.c.rs != nil || l.c.routesReads() {
+	if l.c.countsHits() || l.c.routesReads() {
 		l.c.idx.Touch(l.h, l.loc)
 	}
 }

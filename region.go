@@ -94,6 +94,17 @@ func (c *Cache) admitGhost(h uint64) {
 	c.stats.ghostAdmits.Add(1)
 }
 
+// evicting tells the policy that s is about to be evicted, and returns what to call with the
+// hash of each key dropped from it unread (the ghost of probation), or nil if the policy
+// remembers nothing of s's region.
+func (c *Cache) evicting(s *segHandle) func(h uint64) {
+	c.keep.Evicting(s.region, c.idx.Len()) // first: a resized ghost forgets what went before, not what goes now
+	if !c.keep.Remembers(s.region) {
+		return nil
+	}
+	return func(h uint64) { c.keep.Dropped(s.region, h) }
+}
+
 // regionBytes is the disk space of region r's segments.
 func (l *segmentLayout) regionBytes(r region) int64 { return l.regionDisk[r].Load() }
 

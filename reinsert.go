@@ -243,6 +243,26 @@ const (
 	reinsertOver                // no budget
 )
 
+// pokeReinserter asks the reinserter, if eviction reinserts, to look at the oldest segments: one
+// may have become due for a scan (a rotation, a seal, an eviction).
+func (c *Cache) pokeReinserter() {
+	if c.rs != nil {
+		c.rs.poke()
+	}
+}
+
+// countsHits reports whether reads count hits in the index (for the reinserter's choice).
+func (c *Cache) countsHits() bool { return c.rs != nil }
+
+// newCredit is the reinsertion credit of c's writer (policy.Credit): none unless eviction
+// reinserts.
+func newCredit(c *Cache) policy.Credit {
+	return policy.NewCredit(c.keep, c.opts.ReinsertShare, c.opts.SegmentSize)
+}
+
+// earn adds the reinsertion credit of n bytes written by a Put or Delete. The caller holds mu.
+func (w *writer) earn(n int64) { w.credit.Earn(n) }
+
 // reinsert appends a copy of the record of key (hash h) at loc, with header hdr, value and
 // attrs, if the key's newest record is still the one at loc and the budget allows.
 func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte, loc index.Loc, hits uint8) reinsertResult {

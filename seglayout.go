@@ -286,9 +286,7 @@ func (l *segmentLayout) makeRoom(r region, n int64, entries int) (ready bool, er
 			return false, l.pipe.breakLocked(err)
 		}
 		if evicted {
-			if c.rs != nil {
-				c.rs.poke() // the next victim is due for a scan (reinsert.go)
-			}
+			c.pokeReinserter() // the next victim is due for a scan
 			continue
 		}
 		next := c.victim()
@@ -413,9 +411,7 @@ func (l *segmentLayout) rotate(r region) error {
 	l.add(s)
 	l.mu.Unlock()
 	l.active[r] = s
-	if c.rs != nil {
-		c.rs.poke() // the oldest segment may be the next to go
-	}
+	c.pokeReinserter() // the oldest segment may be the next to go
 	return nil
 }
 

@@ -40,9 +40,7 @@ func (l *segmentLayout) seal(s *segHandle, dataEnd int64) {
 		}
 		l.pipe.sealed(err) // a rotation may be waiting to evict s
 		l.reclaim()        // records freed while s was active may be punched now
-		if c.rs != nil {
-			c.rs.poke()
-		}
+		c.pokeReinserter()
 	}
 	if c.opts.Fsync {
 		work()
@@ -154,13 +152,12 @@ func (l *segmentLayout) evictSegment(s *segHandle) error {
 			return true
 		})
 	}
-	c.keep.Evicting(s.region, c.idx.Len()) // first: a resized ghost forgets what went before, not what goes now
-	remember := c.keep.Remembers(s.region)
+	remember := c.evicting(s) // before the keys go (region.go)
 	for _, h := range hashes {
-		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && remember && !c.w.pendingHash(h) {
-			// Dropped (from probation): a Put of it soon goes straight to main. Not a key whose
-			// newer record (a promotion, a Put) waits to be committed: that one was not dropped.
-			c.keep.Dropped(s.region, h)
+		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && remember != nil && !c.w.pendingHash(h) {
+			// Dropped unread: the policy may remember it. Not a key whose newer record (a
+			// promotion, a Put) waits to be committed: that one was not dropped.
+			remember(h)
 		}
 	}
 	l.remove(s)

@@ -129,12 +129,12 @@ func newWriter(c *Cache) *writer {
 	n := c.opts.MaxInflightBatches
 	w := &writer{
 		c:       c,
+		credit:  newCredit(c),
 		toWrite: newJobQueue(),
 		done:    newJobQueue(),
 		stop:    make(chan struct{}),
 	}
 	w.cond = sync.NewCond(&w.mu)
-	w.credit = policy.NewCredit(c.keep, c.opts.ReinsertShare, c.opts.SegmentSize)
 	w.commitCond = sync.NewCond(&w.commitMu)
 	w.live.Store(new([]*batch.Batch))
 	c.segs.pipe = w
@@ -175,7 +175,7 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	if err := w.appendLocked(h, hdr, key, value, copyValue, m); err != nil {
 		return false, err
 	}
-	w.credit.Earn(hdr.Len())
+	w.earn(hdr.Len())
 	return true, earlier
 }
 
