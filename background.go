@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -144,7 +145,7 @@ func (c *Cache) sweepOrphans() {
 // from the index.
 func (c *Cache) loadBloom(stamp bloom.Stamp) {
 	path := filepath.Join(c.dir, bloomFile)
-	if b, err := readFile(c.opts.fs, path); err == nil {
+	if b, err := cachedir.ReadFile(c.opts.fs, path); err == nil {
 		f, saved, err := bloom.Decode(bytes.NewReader(b))
 		if err == nil && saved == stamp && f.EstimatedFPR() <= c.opts.BloomMaxFPR {
 			c.bloom.Store(f)
@@ -179,5 +180,5 @@ func (c *Cache) saveBloom() error {
 	if _, err := c.bloom.Load().WriteTo(&buf, stamp); err != nil {
 		return err
 	}
-	return writeFileAtomic(c.opts.fs, filepath.Join(c.dir, bloomFile), buf.Bytes())
+	return cachedir.Replace(c.opts.fs, filepath.Join(c.dir, bloomFile), buf.Bytes())
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -30,8 +31,6 @@ import (
 // the file of an overwritten or deleted blob. Opening lists the directories and reads no blob:
 // a torn file (a crash without Fsync) is caught when read, because reads of blob files always
 // check the value's CRC. Costs: an open and a close per read, a file per blob.
-
-const blobDir = "blobs"
 
 func seqLoc(seq uint64, length uint32) index.Loc {
 	return index.Loc{Segment: uint32(seq >> 32), Offset: uint32(seq), Length: length}
@@ -303,7 +302,7 @@ func cmpSeq(a, b uint64) int {
 // blobFileWhole reports whether the blob file of h and seq holds one whole record of a key with
 // hash h (header, key and value checksums all check).
 func (c *Cache) blobFileWhole(h, seq uint64) bool {
-	b, err := readFile(c.opts.fs, c.blobPath(h, seq))
+	b, err := cachedir.ReadFile(c.opts.fs, c.blobPath(h, seq))
 	if err != nil {
 		return false
 	}

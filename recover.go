@@ -6,9 +6,9 @@ import (
 	iofs "io/fs"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -26,7 +26,8 @@ import (
 //
 // Which files are the cache's: in segments/, the files named like segments (NNNNNNNNNN.seg) and
 // their entry logs (NNNNNNNNNN.seg.entries, removed: see segment.EntryLogName);
-// in the directory, LOCK, IDENTITY, STATE, bloom.dat and their temporary copies (NAME.tmp).
+// in the directory, those cachedir.Classify says are its own or its temporaries (LOCK,
+// BLOBCACHE, STATE, bloom.dat, segments/, blobs/, and NAME.tmp of the files it replaces).
 // Any other file is a stray: it is left where it is and counted (Stats.StrayFiles). A file
 // with a segment's name whose header is damaged and that holds no record is moved aside (to
 // NAME.stray), not removed: it may be somebody's.
@@ -195,24 +196,18 @@ func (c *Cache) moveAside(path string) string {
 	return path + ".stray"
 }
 
-// ownFiles are the files of the cache directory that writeFileAtomic replaces: their temporary
-// copies, NAME.tmp, are the cache's.
-var ownFiles = []string{identityFile, stateFile, bloomFile}
-
-// removeTemps removes the temporary copies an interrupted atomic replace left, and counts the
-// directory's other strays.
+// removeTemps removes the temporary files of the directory (cachedir.Temp: what an interrupted
+// replace of one of its files left), and counts its strays (cachedir.Stray).
 func (c *Cache) removeTemps() {
 	ents, err := c.opts.fs.ReadDir(c.dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case name == segDir || name == blobDir || name == lockFile || slices.Contains(ownFiles, name):
-		case strings.HasSuffix(name, ".tmp") && slices.Contains(ownFiles, strings.TrimSuffix(name, ".tmp")):
-			c.removeOrphan(filepath.Join(c.dir, name))
-		default:
+		switch cachedir.Classify(e.Name()) {
+		case cachedir.Temp:
+			c.removeOrphan(filepath.Join(c.dir, e.Name()))
+		case cachedir.Stray:
 			c.stats.strays.Add(1)
 		}
 	}
