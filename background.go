@@ -109,7 +109,8 @@ func (c *Cache) rebuildBloom() {
 }
 
 // sweepOrphans removes the segment files that are neither live nor being created (what a failed
-// removal left), and counts the strays again (see recover).
+// removal left), and counts the strays again (see recover). It leaves the directory's temporary
+// files to the next open (see sweepDir).
 func (c *Cache) sweepOrphans() {
 	ents, err := c.opts.fs.ReadDir(c.segDir)
 	if err != nil {
@@ -138,7 +139,7 @@ func (c *Cache) sweepOrphans() {
 		}
 	}
 	c.stats.strays.Store(strays)
-	c.removeTemps()
+	c.sweepDir(false)
 }
 
 // loadBloom installs the saved filter if its stamp matches the recovered data, else rebuilds it

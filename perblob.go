@@ -212,7 +212,7 @@ func (c *Cache) recoverBlobs() (bloom.Stamp, error) {
 	}
 	var files []file
 	c.stats.strays.Store(0)
-	c.removeTemps()
+	c.sweepDir(true)
 	for d := range 256 {
 		dir := filepath.Join(root, fmt.Sprintf("%02x", d))
 		if !c.opts.ReadOnly {

@@ -55,7 +55,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		strays++
 	}
 	c.stats.strays.Store(strays)
-	c.removeTemps()
+	c.sweepDir(true)
 	slices.Sort(ids)
 	var last *segHandle
 	for _, id := range ids {
@@ -196,9 +196,12 @@ func (c *Cache) moveAside(path string) string {
 	return path + ".stray"
 }
 
-// removeTemps removes the temporary files of the directory (cachedir.Temp: what an interrupted
-// replace of one of its files left), and counts its strays (cachedir.Stray).
-func (c *Cache) removeTemps() {
+// sweepDir counts the directory's strays (cachedir.Stray) and, at open (atOpen), removes its
+// temporary files (cachedir.Temp: what a replace a crash cut short left). Beside a running
+// cache a temporary file may be a replace under way (of the state file, at a lease or an
+// InvalidateAll), so the background sweep leaves them alone: one that a failed replace could
+// not remove waits for the next open.
+func (c *Cache) sweepDir(atOpen bool) {
 	ents, err := c.opts.fs.ReadDir(c.dir)
 	if err != nil {
 		return
@@ -206,7 +209,9 @@ func (c *Cache) removeTemps() {
 	for _, e := range ents {
 		switch cachedir.Classify(e.Name()) {
 		case cachedir.Temp:
-			c.removeOrphan(filepath.Join(c.dir, e.Name()))
+			if atOpen {
+				c.removeOrphan(filepath.Join(c.dir, e.Name()))
+			}
 		case cachedir.Stray:
 			c.stats.strays.Add(1)
 		}
