@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -108,7 +109,8 @@ func (c *Cache) rebuildBloom() {
 }
 
 // sweepOrphans removes the segment files that are neither live nor being created (what a failed
-// removal left), and counts the strays again (see recover).
+// removal left), and counts the strays again (see recover). It leaves the directory's temporary
+// files to the next open (see sweepDir).
 func (c *Cache) sweepOrphans() {
 	ents, err := c.opts.fs.ReadDir(c.segs.dir)
 	if err != nil {
@@ -137,14 +139,14 @@ func (c *Cache) sweepOrphans() {
 		}
 	}
 	c.stats.strays.Store(strays)
-	c.removeTemps()
+	c.sweepDir(false)
 }
 
 // loadBloom installs the saved filter if its stamp matches the recovered data, else rebuilds it
 // from the index.
 func (c *Cache) loadBloom(stamp bloom.Stamp) {
 	path := filepath.Join(c.dir, bloomFile)
-	if b, err := readFile(c.opts.fs, path); err == nil {
+	if b, err := cachedir.ReadFile(c.opts.fs, path); err == nil {
 		f, saved, err := bloom.Decode(bytes.NewReader(b))
 		if err == nil && saved == stamp && f.EstimatedFPR() <= c.opts.BloomMaxFPR {
 			c.bloom.Store(f)
@@ -179,5 +181,5 @@ func (c *Cache) saveBloom() error {
 	if _, err := c.bloom.Load().WriteTo(&buf, stamp); err != nil {
 		return err
 	}
-	return writeFileAtomic(c.opts.fs, filepath.Join(c.dir, bloomFile), buf.Bytes())
+	return cachedir.Replace(c.opts.fs, filepath.Join(c.dir, bloomFile), buf.Bytes())
 }

@@ -2,7 +2,11 @@ package blobcache
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
 )
 
 // TestBloomRebuildOnDrift: a cache that outgrows ExpectedBlobs drives the filter's estimated
@@ -42,5 +46,28 @@ func TestBloomRebuildOnDrift(t *testing.T) {
 	}
 	if err := c.Put([]byte("k"), nil); err == nil {
 		t.Fatal("Put after closer")
+	}
+}
+
+// TestSweepBesideStateWrite: the background sweep runs beside writes of the state file (a
+// lease, an InvalidateAll), so it must leave their temporary file alone: an InvalidateAll held
+// between writing STATE.tmp and renaming it while the sweep runs still succeeds.
+func TestSweepBesideStateWrite(t *testing.T) {
+	fs := faultyFS(t)
+	c := open(t, t.TempDir(), small(withFS(fs))...)
+	defer c.Close()
+	hold := make(chan struct{})
+	held := fs.Add(&errorfs.Fault{Ops: errorfs.OpSync, Name: stateFile + ".tmp", Action: errorfs.Ignore, Hold: hold, Times: 1})
+	done := make(chan error, 1)
+	go func() { done <- c.InvalidateAll(time.Time{}) }()
+	for deadline := time.Now().Add(10 * time.Second); held.Injected() == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("InvalidateAll never synced STATE.tmp")
+		}
+	}
+	c.sweepOrphans()
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("InvalidateAll beside the sweep: %v", err)
 	}
 }

@@ -10,19 +10,23 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
+// Short names of the directory's entries, whose home is internal/cachedir.
 const (
-	lockFile  = "LOCK"
-	bloomFile = "bloom.dat"
-	segDir    = "segments"
+	lockFile     = cachedir.LockFile
+	identityFile = cachedir.IdentityFile
+	stateFile    = cachedir.StateFile
+	bloomFile    = cachedir.BloomFile
+	segDir       = cachedir.SegmentsDir
+	blobDir      = cachedir.BlobsDir
 )
 
 // Cache is a blob cache on local disk. All methods are safe for concurrent use.
@@ -174,7 +178,7 @@ func (c *Cache) openVersions() error {
 		id, err := c.readIdentity()
 		if err == nil {
 			id.Version = identityVersion
-			err = writeFileAtomic(c.opts.fs, filepath.Join(c.dir, identityFile), id.encode())
+			err = cachedir.Replace(c.opts.fs, filepath.Join(c.dir, identityFile), id.encode())
 		}
 		if err != nil {
 			return fmt.Errorf("blobcache: upgrade %s: %w", c.dir, err)
@@ -185,7 +189,7 @@ func (c *Cache) openVersions() error {
 
 // openDir checks that the directory is a BlobCache (or empty), takes the lock and writes the
 // identity file of a new cache. Read-only, it creates nothing: a missing or empty directory is
-// ErrNoCache, and the lock taken is shared (see lockShared).
+// ErrNoCache, and the lock taken is shared (see cachedir.Lock).
 func (c *Cache) openDir() error {
 	fs := c.opts.fs
 	if c.opts.ReadOnly {
@@ -198,27 +202,14 @@ func (c *Cache) openDir() error {
 	} else if err := fs.MkdirAll(c.dir, 0o755); err != nil {
 		return fmt.Errorf("blobcache: create %s: %w", c.dir, err)
 	}
-	ents, err := fs.ReadDir(c.dir)
-	if err != nil {
+	what, entry, err := cachedir.Survey(fs, c.dir)
+	switch {
+	case err != nil:
 		return fmt.Errorf("blobcache: read %s: %w", c.dir, err)
-	}
-	known := false
-	for _, e := range ents {
-		if e.Name() == identityFile {
-			known = true
-		}
-	}
-	if !known {
-		for _, e := range ents {
-			// The lock, or the temporary identity file of a creation a crash cut short
-			// (writeFileAtomic starts it again): still an empty cache.
-			if e.Name() != lockFile && e.Name() != identityFile+".tmp" {
-				return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotBlobCache, c.dir, e.Name(), identityFile)
-			}
-		}
-		if c.opts.ReadOnly {
-			return fmt.Errorf("%w at %s (the directory is empty)", ErrNoCache, c.dir)
-		}
+	case what == cachedir.Foreign:
+		return fmt.Errorf("%w: %s holds %q and no %s file", ErrNotBlobCache, c.dir, entry, identityFile)
+	case what == cachedir.Empty && c.opts.ReadOnly:
+		return fmt.Errorf("%w at %s (the directory is empty)", ErrNoCache, c.dir)
 	}
 	lk, err := c.lockDir()
 	if err != nil {
@@ -226,7 +217,7 @@ func (c *Cache) openDir() error {
 	}
 	c.lock = lk
 	idPath := filepath.Join(c.dir, identityFile)
-	if known {
+	if what == cachedir.Cache {
 		id, err := c.readIdentity()
 		if err != nil {
 			lk.Close()
@@ -235,7 +226,8 @@ func (c *Cache) openDir() error {
 		// A cache keeps the storage mode it was created with.
 		c.opts.PerBlobFiles = id.Flags&flagPerBlob != 0
 		c.idVersion = id.Version
-	} else if err := writeFileAtomic(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
+	} else if err := cachedir.Replace(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
+		// An empty directory, or a creation a crash cut short: Replace starts it again.
 		lk.Close()
 		return err
 	}
@@ -249,96 +241,26 @@ func (c *Cache) openDir() error {
 	return nil
 }
 
-// lockDir takes the directory's lock: exclusive for a cache that writes, shared for a read-only
-// one, so that any number of readers exclude a writer and a writer excludes readers (a reader's
-// index would go stale at the writer's next Put, and its reads could meet records the writer
-// freed). A read-only open of a directory whose lock file it cannot open (missing, or another
-// user's file it may not read) goes on without the lock: no writer can have it open then, or
-// the caller cannot be protected from one.
+// lockDir takes the directory's lock (cachedir.Lock: exclusive, or shared for a read-only
+// cache) and reports a lock another process holds as ErrLocked.
 func (c *Cache) lockDir() (io.Closer, error) {
-	fs, name := c.opts.fs, filepath.Join(c.dir, lockFile)
-	take := fs.Lock
-	if c.opts.ReadOnly {
-		take = fs.LockShared
-	}
-	// A lock just released can still be held for a moment by a child process forked in
-	// between (it shares the open file until it execs), so a held lock is retried for a short
-	// while before it is reported.
-	deadline := time.Now().Add(250 * time.Millisecond)
-	for {
-		lk, err := take(name)
-		switch {
-		case err == nil:
-			return lk, nil
-		case errors.Is(err, vfs.ErrLocked) && time.Now().Before(deadline):
-			time.Sleep(10 * time.Millisecond)
-		case errors.Is(err, vfs.ErrLocked):
-			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
-		case c.opts.ReadOnly && (errors.Is(err, iofs.ErrNotExist) || errors.Is(err, iofs.ErrPermission)):
-			return nopCloser{}, nil
-		default:
-			return nil, fmt.Errorf("blobcache: lock %s: %w", c.dir, err)
-		}
+	lk, err := cachedir.Lock(c.opts.fs, c.dir, c.opts.ReadOnly)
+	switch {
+	case err == nil:
+		return lk, nil
+	case errors.Is(err, vfs.ErrLocked):
+		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+	default:
+		return nil, fmt.Errorf("blobcache: lock %s: %w", c.dir, err)
 	}
 }
 
-// nopCloser is the lock of a read-only open that could not take one.
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }
-
 func (c *Cache) readIdentity() (identity, error) {
-	b, err := readFile(c.opts.fs, filepath.Join(c.dir, identityFile))
+	b, err := cachedir.ReadFile(c.opts.fs, filepath.Join(c.dir, identityFile))
 	if err != nil {
 		return identity{}, err
 	}
 	return decodeIdentity(b)
-}
-
-// readFile reads a whole (small) file through the seam.
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFileAtomic replaces name with data: write a temporary file, sync it, rename it over name,
-// sync the directory.
-func writeFileAtomic(fs vfs.FS, name string, data []byte) error {
-	tmp := name + ".tmp"
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("blobcache: create %s: %w", tmp, err)
-	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fs.Rename(tmp, name)
-	}
-	if err == nil {
-		err = fs.SyncDir(filepath.Dir(name))
-	}
-	if err != nil {
-		_ = fs.Remove(tmp)
-		return fmt.Errorf("blobcache: write %s: %w", name, err)
-	}
-	return nil
 }
 
 // Put stores value under key. It copies value, so the caller may reuse it at once. The blob is

@@ -1,11 +1,11 @@
 package blobcache
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 )
 
 // The identity file marks a directory as a BlobCache and records the format version.
@@ -15,11 +15,21 @@ import (
 //	| magic "BLOBCACH"  | version  | flags    | created (unix ns)| reserved | crc32c   |
 //	+-------------------+----------+----------+------------------+----------+----------+
 //
-// crc32c covers bytes 0..28. Checked in order: magic, version, crc.
+// crc32c covers bytes 0..28. Checked in order: length, magic, version, reserved, crc.
+var identityFormat = cachedir.Format{
+	Name:     "identity file",
+	Magic:    "BLOBCACH",
+	Fields:   []int{4, 4, 8}, // version, flags, created
+	Reserved: 4,
+	Check: func(f []uint64) error {
+		if v := f[0]; v != identityVersion && v != identityLegacyVersion {
+			return fmt.Errorf("format version %d, this build reads %d", v, identityVersion)
+		}
+		return nil
+	},
+}
+
 const (
-	identityFile  = "BLOBCACHE"
-	identitySize  = 32
-	identityMagic = "BLOBCACH"
 	// identityVersion 2: records may carry the meta block (record format 2) and the directory
 	// has a STATE file. A directory of version 1 opens and is upgraded; builds that read only
 	// version 1 refuse a version-2 directory rather than misread its records.
@@ -37,37 +47,23 @@ type identity struct {
 }
 
 func (id identity) encode() []byte {
-	b := make([]byte, identitySize)
-	copy(b, identityMagic)
-	binary.LittleEndian.PutUint32(b[8:], id.Version)
-	binary.LittleEndian.PutUint32(b[12:], id.Flags)
-	binary.LittleEndian.PutUint64(b[16:], uint64(id.Created))
-	binary.LittleEndian.PutUint32(b[28:], record.CRC(b[:28]))
-	return b
+	return identityFormat.Encode(uint64(id.Version), uint64(id.Flags), uint64(id.Created))
 }
 
+// decodeIdentity decodes an identity file. A version this build does not read is ErrCorrupt,
+// and so is every damage after the magic; a wrong magic is ErrNotBlobCache.
 func decodeIdentity(b []byte) (identity, error) {
-	if len(b) != identitySize {
-		return identity{}, fmt.Errorf("%w: identity file is %d bytes, want %d", ErrCorrupt, len(b), identitySize)
+	f, err := identityFormat.Decode(b)
+	if errors.Is(err, cachedir.ErrMagic) {
+		// Another program's file, not a damaged one of ours: ErrNotBlobCache alone (the codec's
+		// error as text, not wrapped), so that nothing that tells damage by ErrCorrupt takes
+		// the directory for a cache to repair.
+		return identity{}, fmt.Errorf("%w: %v", ErrNotBlobCache, err)
 	}
-	if string(b[:8]) != identityMagic {
-		return identity{}, fmt.Errorf("%w: identity file has magic %q", ErrNotBlobCache, b[:8])
+	if err != nil {
+		return identity{}, err
 	}
-	id := identity{
-		Version: binary.LittleEndian.Uint32(b[8:]),
-		Flags:   binary.LittleEndian.Uint32(b[12:]),
-		Created: int64(binary.LittleEndian.Uint64(b[16:])),
-	}
-	if id.Version != identityVersion && id.Version != identityLegacyVersion {
-		return identity{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, id.Version, identityVersion)
-	}
-	if binary.LittleEndian.Uint32(b[24:]) != 0 {
-		return identity{}, fmt.Errorf("%w: identity file has reserved bytes set", ErrCorrupt)
-	}
-	if got, want := record.CRC(b[:28]), binary.LittleEndian.Uint32(b[28:]); got != want {
-		return identity{}, fmt.Errorf("%w: identity file crc %#08x, stored %#08x", ErrCorrupt, got, want)
-	}
-	return id, nil
+	return identity{Version: uint32(f[0]), Flags: uint32(f[1]), Created: int64(f[2])}, nil
 }
 
 func newIdentity() identity {

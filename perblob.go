@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -32,8 +33,6 @@ import (
 // the file of an overwritten or deleted blob. Opening lists the directories and reads no blob:
 // a torn file (a crash without Fsync) is caught when read, because reads of blob files always
 // check the value's CRC. Costs: an open and a close per read, a file per blob.
-
-const blobDir = "blobs"
 
 func seqLoc(seq uint64, length uint32) index.Loc {
 	return index.Loc{Segment: uint32(seq >> 32), Offset: uint32(seq), Length: length}
@@ -277,7 +276,7 @@ func (l *blobFiles) recoverFiles() (bloom.Stamp, error) {
 	}
 	var files []file
 	c.stats.strays.Store(0)
-	c.removeTemps()
+	c.sweepDir(true)
 	for d := range 256 {
 		dir := filepath.Join(root, fmt.Sprintf("%02x", d))
 		if !c.opts.ReadOnly {
@@ -364,11 +363,10 @@ func cmpSeq(a, b uint64) int {
 	return 0
 }
 
-// blobFileWhole reports whether the blob file of h and seq holds one whole record of a key with
+// fileWhole reports whether the blob file of h and seq holds one whole record of a key with
 // hash h (header, key and value checksums all check).
 func (l *blobFiles) fileWhole(h, seq uint64) bool {
-	c := l.c
-	b, err := readFile(c.opts.fs, l.path(h, seq))
+	b, err := cachedir.ReadFile(l.c.opts.fs, l.path(h, seq))
 	if err != nil {
 		return false
 	}

@@ -6,9 +6,9 @@ import (
 	iofs "io/fs"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -26,7 +26,8 @@ import (
 //
 // Which files are the cache's: in segments/, the files named like segments (NNNNNNNNNN.seg) and
 // their entry logs (NNNNNNNNNN.seg.entries, removed: see segment.EntryLogName);
-// in the directory, LOCK, IDENTITY, STATE, bloom.dat and their temporary copies (NAME.tmp).
+// in the directory, those cachedir.Classify says are its own or its temporaries (LOCK,
+// BLOBCACHE, STATE, bloom.dat, segments/, blobs/, and NAME.tmp of the files it replaces).
 // Any other file is a stray: it is left where it is and counted (Stats.StrayFiles). A file
 // with a segment's name whose header is damaged and that holds no record is moved aside (to
 // NAME.stray), not removed: it may be somebody's.
@@ -54,7 +55,7 @@ func (c *Cache) recover() (bloom.Stamp, error) {
 		strays++
 	}
 	c.stats.strays.Store(strays)
-	c.removeTemps()
+	c.sweepDir(true)
 	slices.Sort(ids)
 	var last *segHandle
 	for _, id := range ids {
@@ -195,24 +196,23 @@ func (c *Cache) moveAside(path string) string {
 	return path + ".stray"
 }
 
-// ownFiles are the files of the cache directory that writeFileAtomic replaces: their temporary
-// copies, NAME.tmp, are the cache's.
-var ownFiles = []string{identityFile, stateFile, bloomFile}
-
-// removeTemps removes the temporary copies an interrupted atomic replace left, and counts the
-// directory's other strays.
-func (c *Cache) removeTemps() {
+// sweepDir counts the directory's strays (cachedir.Stray) and, at open (atOpen), removes its
+// temporary files (cachedir.Temp: what a replace a crash cut short left). Beside a running
+// cache a temporary file may be a replace under way (of the state file, at a lease or an
+// InvalidateAll), so the background sweep leaves them alone: one that a failed replace could
+// not remove waits for the next open.
+func (c *Cache) sweepDir(atOpen bool) {
 	ents, err := c.opts.fs.ReadDir(c.dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case name == segDir || name == blobDir || name == lockFile || slices.Contains(ownFiles, name):
-		case strings.HasSuffix(name, ".tmp") && slices.Contains(ownFiles, strings.TrimSuffix(name, ".tmp")):
-			c.removeOrphan(filepath.Join(c.dir, name))
-		default:
+		switch cachedir.Classify(e.Name()) {
+		case cachedir.Temp:
+			if atOpen {
+				c.removeOrphan(filepath.Join(c.dir, e.Name()))
+			}
+		case cachedir.Stray:
 			c.stats.strays.Add(1)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -111,7 +112,7 @@ func listBlobFiles(root string) []string {
 
 // verifyBlobFile checks the one record of a blob file.
 func verifyBlobFile(fs vfs.FS, path string, res *VerifyResult) (int64, error) {
-	b, err := readFile(fs, path)
+	b, err := cachedir.ReadFile(fs, path)
 	if err != nil {
 		return 0, err
 	}

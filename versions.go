@@ -1,7 +1,6 @@
 package blobcache
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -30,14 +29,17 @@ import (
 //	| magic "BCSTATE\0" | leaseEnd uint64  | invalidBefore uint64  | invalidAt (unix ns)| reserved | crc32c   |
 //	+-------------------+------------------+-----------------------+--------------------+----------+----------+
 //
-// crc32c covers bytes 0..36. A legacy record (written before versions existed) has version 0;
-// what callers see as its version is legacyVersion(its creation time), above every counter value.
-const (
-	stateFile           = "STATE"
-	stateSize           = 40
-	stateMagic          = "BCSTATE\x00"
-	defaultVersionLease = 1 << 24
-)
+// crc32c covers bytes 0..36. Checked in order: length, magic, reserved, crc. A legacy record
+// (written before versions existed) has version 0; what callers see as its version is
+// legacyVersion(its creation time), above every counter value.
+var stateFormat = cachedir.Format{
+	Name:     "state file",
+	Magic:    "BCSTATE\x00",
+	Fields:   []int{8, 8, 8}, // leaseEnd, invalidBefore, invalidAt
+	Reserved: 4,
+}
+
+const defaultVersionLease = 1 << 24
 
 // versions hands out record versions and keeps the invalidation point.
 type versions struct {
@@ -59,33 +61,15 @@ type state struct {
 }
 
 func (s state) encode() []byte {
-	b := make([]byte, stateSize)
-	copy(b, stateMagic)
-	binary.LittleEndian.PutUint64(b[8:], s.leaseEnd)
-	binary.LittleEndian.PutUint64(b[16:], s.invalidBefore)
-	binary.LittleEndian.PutUint64(b[24:], uint64(s.invalidAt))
-	binary.LittleEndian.PutUint32(b[36:], record.CRC(b[:36]))
-	return b
+	return stateFormat.Encode(s.leaseEnd, s.invalidBefore, uint64(s.invalidAt))
 }
 
 func decodeState(b []byte) (state, error) {
-	if len(b) != stateSize {
-		return state{}, fmt.Errorf("%w: state file is %d bytes, want %d", ErrCorrupt, len(b), stateSize)
+	f, err := stateFormat.Decode(b)
+	if err != nil {
+		return state{}, err
 	}
-	if string(b[:8]) != stateMagic {
-		return state{}, fmt.Errorf("%w: state file has magic %q", ErrCorrupt, b[:8])
-	}
-	if got, want := record.CRC(b[:36]), binary.LittleEndian.Uint32(b[36:]); got != want {
-		return state{}, fmt.Errorf("%w: state file crc %#08x, stored %#08x", ErrCorrupt, got, want)
-	}
-	if binary.LittleEndian.Uint32(b[32:]) != 0 {
-		return state{}, fmt.Errorf("%w: state file has reserved bytes set", ErrCorrupt)
-	}
-	return state{
-		leaseEnd:      binary.LittleEndian.Uint64(b[8:]),
-		invalidBefore: binary.LittleEndian.Uint64(b[16:]),
-		invalidAt:     int64(binary.LittleEndian.Uint64(b[24:])),
-	}, nil
+	return state{leaseEnd: f[0], invalidBefore: f[1], invalidAt: int64(f[2])}, nil
 }
 
 // open reads the state file of dir and leases the first versions. A missing file is a new
@@ -97,7 +81,7 @@ func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time
 	v.fs, v.path, v.lease, v.clock = fsys, filepath.Join(dir, stateFile), lease, clock
 	now := uint64(time.Now().UnixNano())
 	var st state
-	b, err := readFile(fsys, v.path)
+	b, err := cachedir.ReadFile(fsys, v.path)
 	switch {
 	case err == nil:
 		st, damaged = decodeState(b)
@@ -124,7 +108,7 @@ func (v *versions) open(fsys vfs.FS, dir string, lease uint64, clock func() time
 // holds mu.
 func (v *versions) writeLocked(end uint64) error {
 	st := state{leaseEnd: end, invalidBefore: v.invalidBefore.Load(), invalidAt: v.invalidAt.Load()}
-	if err := writeFileAtomic(v.fs, v.path, st.encode()); err != nil {
+	if err := cachedir.Replace(v.fs, v.path, st.encode()); err != nil {
 		return err
 	}
 	v.leaseEnd.Store(end)
