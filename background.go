@@ -97,7 +97,7 @@ func (c *Cache) rebuildBloom() {
 	f := bloom.New(n, c.opts.BloomBitsPerKey)
 	c.bloomNext.Store(f)
 	if c.w != nil {
-		c.w.forEachPendingHash(func(h uint64) { f.Add(bloomHash(h)) })
+		c.unflushed.forEachHash(func(h uint64) { f.Add(bloomHash(h)) })
 	}
 	c.idx.Range(func(h uint64, _ index.Loc) bool {
 		f.Add(bloomHash(h))

@@ -44,9 +44,11 @@ type Cache struct {
 
 	// segs is the segment layout (seglayout.go): the live segments, placement, seals and
 	// eviction. With PerBlobFiles it holds no segment, and layout is the blob files.
-	segs   *segmentLayout
-	layout layout
-	w      *writer
+	segs      *segmentLayout
+	layout    layout
+	w         *writer
+	unflushed unflushed  // the write buffer as reads see it
+	stale     staleQueue // keys reads found stale, for the writer's tombstones (stale.go)
 
 	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
@@ -90,6 +92,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 	o = o.withDefaults()
 	c := &Cache{opts: o, dir: path}
 	c.segs = newSegmentLayout(c)
+	c.unflushed.init()
 	if err := c.openDir(); err != nil {
 		return nil, err
 	}

@@ -59,19 +59,13 @@ func (l *keyLookup) start(c *Cache, key []byte, h uint64, st *counterStripe) {
 // buffered runs step 2: the newest record of the key in the write buffer, if any (a put, with
 // its value if withValue, or a tombstone).
 func (l *keyLookup) buffered(withValue bool) (batch.Value, bool) {
-	if l.c.w == nil { // read-only
-		return batch.Value{}, false
-	}
-	return l.c.w.lookup(l.h, l.key, withValue)
+	return l.c.unflushed.lookup(l.h, l.key, withValue)
 }
 
 // bufferedValue is buffered for ReadAt: a put's value bytes [off, off+len(p)) are copied into
 // p, n of them.
 func (l *keyLookup) bufferedValue(p []byte, off int64) (v batch.Value, n int, ok bool) {
-	if l.c.w == nil { // read-only
-		return batch.Value{}, 0, false
-	}
-	return l.c.w.readValue(l.h, l.key, p, off)
+	return l.c.unflushed.readValue(l.h, l.key, p, off)
 }
 
 // next runs step 3 once: it finds the key's location in the index and takes the file holding

@@ -73,7 +73,7 @@ func (w *writer) regionFor(h uint64, key []byte, m *writeMeta) (r region, ghost 
 // newestRegion is the region of the key's newest record, in the write buffer or the index;
 // false if it has none in a live segment. The caller holds mu.
 func (w *writer) newestRegion(h uint64, key []byte) (region, bool) {
-	for _, b := range *w.live.Load() { // newest first
+	for _, b := range w.c.unflushed.batches() { // newest first
 		if _, ok := b.Lookup(h, key, false); ok {
 			return region(b.Stream), true
 		}

@@ -81,7 +81,7 @@ func (c *Cache) dropStale(key []byte, f fate, o observation) {
 	} else {
 		c.stats.invalidated.Add(1)
 	}
-	if c.w != nil {
-		c.w.stale.push(key, o)
+	if !c.opts.ReadOnly {
+		c.stale.push(key, o)
 	}
 }

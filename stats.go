@@ -183,7 +183,7 @@ func (c *Cache) Stats() Stats {
 	s.DataBytes = s.DiskBytes
 	if c.w != nil {
 		s.DataBytes = c.w.dataBytes()
-		s.PendingBytes = c.w.pendingBytes()
+		s.PendingBytes = c.unflushed.bytes()
 		s.Blobs += c.w.pendingBlobs()
 		s.BufferBytes = c.w.bufferBytes()
 	}

@@ -450,7 +450,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		obs = m.obs
 	}
 	ordered := false
-	for _, b := range *w.live.Load() {
+	for _, b := range w.c.unflushed.batches() {
 		if _, ok := b.Lookup(h, key, false); ok {
 			ordered = true
 			break

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
@@ -21,12 +20,13 @@ import (
 // batch. In-order commit is what makes "the later Put wins" and "a Delete wins over the Put
 // before it" hold even though batches are written out of order.
 //
-// Lock order: writer.mu, then segments.mu, then segHandle.mu or Cache.reclaimMu; writer.commitMu
-// and the two job queues' locks are leaves (nothing is taken while they are held). The commit
-// goroutine and the seal goroutines take writer.mu, so nothing may wait for them with writer.mu
-// held except through writer.cond, whose Wait releases it. In particular no send into the
-// pipeline ever blocks: the job queues have no capacity to run out of (see jobQueue for why
-// they stay small).
+// Lock order: writer.mu, then segments.mu, then segHandle.mu or segmentLayout.reclaimMu;
+// writer.commitMu, the two job queues' locks and the stale queue's (stale.go) are leaves (nothing
+// is taken while they are held). The placement state of the segment layout (seglayout.go) is
+// guarded by writer.mu. The commit goroutine and the seal goroutines take writer.mu, so nothing
+// may wait for them with writer.mu held except through writer.cond, whose Wait releases it. In
+// particular no send into the pipeline ever blocks: the job queues have no capacity to run out
+// of (see jobQueue for why they stay small).
 //
 // Backpressure, always applied before writer.mu is taken or through writer.cond:
 //   - at most MaxInflightBatches+1 batches exist (one open, the rest in flight); a Put that
@@ -96,20 +96,13 @@ type writer struct {
 	// forgotten are keys of failed batches, forgotten in memory, whose tombstones have yet to be
 	// written so that a restart does not bring back an older record of theirs.
 	forgotten [][]byte
-	// stale holds the keys whose newest record a read found expired or invalidated, for
-	// tombstones (writeStale). Reads push into it without mu: it has its own lock (stale.go).
-	stale   staleQueue
-	nextSeq uint64
+	nextSeq   uint64
 	// credit is the bytes reinsertion may still write, earned by Puts and Deletes (reinsert.go).
 	credit policy.Credit
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
 	streamWG sync.WaitGroup
-
-	// live lists the open and in-flight batches, newest first, for read-your-writes lookups.
-	// Replaced (copy on write) under mu; read without locks.
-	live atomic.Pointer[[]*batch.Batch]
 
 	// toWrite feeds the flush workers; done carries their finished jobs to the commit
 	// goroutine. Pushes never block (see jobQueue).
@@ -136,7 +129,6 @@ func newWriter(c *Cache) *writer {
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.commitCond = sync.NewCond(&w.commitMu)
-	w.live.Store(new([]*batch.Batch))
 	c.segs.pipe = w
 	for range n {
 		w.workers.Add(1)
@@ -211,7 +203,7 @@ func (w *writer) streaming(key []byte) bool {
 // unchanged reports whether the newest record of key (hash h) is still the one o saw: the same
 // record in the write buffer (by its version), or the same index location. The caller holds mu.
 func (w *writer) unchanged(h uint64, key []byte, o *observation) bool {
-	v, ok := w.lookup(h, key, false)
+	v, ok := w.c.unflushed.lookup(h, key, false)
 	if ok || o.buffered {
 		return ok && o.buffered && v.Version == o.rawVersion
 	}
@@ -223,7 +215,7 @@ func (w *writer) unchanged(h uint64, key []byte, o *observation) bool {
 // record is still the stale one. The caller holds mu.
 func (w *writer) writeStale() {
 	for !w.closed {
-		sk, ok := w.stale.pop()
+		sk, ok := w.c.stale.pop()
 		if !ok {
 			return
 		}
@@ -252,7 +244,7 @@ func (w *writer) writeForgotten() {
 		if _, ok := w.c.idx.Get(h); ok {
 			continue
 		}
-		if _, ok := w.lookup(h, key, false); ok {
+		if _, ok := w.c.unflushed.lookup(h, key, false); ok {
 			continue
 		}
 		version, err := w.c.vers.next()
@@ -338,10 +330,7 @@ func (w *writer) openBatch(r region) (*batch.Batch, error) {
 		b.Stream = int(r)
 		w.open[r] = b
 		w.openSince[r] = time.Now()
-		old := *w.live.Load()
-		nl := make([]*batch.Batch, 0, len(old)+1)
-		nl = append(append(nl, b), old...)
-		w.live.Store(&nl)
+		w.c.unflushed.add(b)
 	}
 	return w.open[r], nil
 }
@@ -649,22 +638,10 @@ func (w *writer) commit(j *flushJob) {
 		c.layout.commit(j)
 	}
 	w.mu.Lock()
-	w.dropLive(j.b)
+	w.c.unflushed.drop(j.b)
 	w.recycle(j.b)
 	w.mu.Unlock()
 	c.segs.reclaim()
-}
-
-// dropLive removes b from the live list. The caller holds mu.
-func (w *writer) dropLive(b *batch.Batch) {
-	old := *w.live.Load()
-	nl := make([]*batch.Batch, 0, len(old))
-	for _, x := range old {
-		if x != b {
-			nl = append(nl, x)
-		}
-	}
-	w.live.Store(&nl)
 }
 
 // recycle returns b to the free list. The caller holds mu.
@@ -672,44 +649,6 @@ func (w *writer) recycle(b *batch.Batch) {
 	b.Reset()
 	w.free = append(w.free, b)
 	w.cond.Broadcast()
-}
-
-// lookup finds key among the unflushed batches, newest first.
-func (w *writer) lookup(h uint64, key []byte, withValue bool) (batch.Value, bool) {
-	for _, b := range *w.live.Load() {
-		if v, ok := b.Lookup(h, key, withValue); ok {
-			return v, true
-		}
-	}
-	return batch.Value{}, false
-}
-
-// readValue finds key among the unflushed batches, newest first, and copies the bytes [off,
-// off+len(p)) of its value into p (see batch.ReadValue).
-func (w *writer) readValue(h uint64, key, p []byte, off int64) (batch.Value, int, bool) {
-	for _, b := range *w.live.Load() {
-		if v, n, ok := b.ReadValue(h, key, p, off); ok {
-			return v, n, true
-		}
-	}
-	return batch.Value{}, 0, false
-}
-
-// forEachPendingHash calls fn with the key hash of every unflushed record.
-// pendingHash reports whether a batch not yet committed holds a record of a key with hash h.
-func (w *writer) pendingHash(h uint64) bool {
-	for _, b := range *w.live.Load() {
-		if b.HasHash(h) {
-			return true
-		}
-	}
-	return false
-}
-
-func (w *writer) forEachPendingHash(fn func(h uint64)) {
-	for _, b := range *w.live.Load() {
-		b.ForEachHash(fn)
-	}
 }
 
 // forget queues keys whose records were lost (to damage found by recovery) for tombstones, so
@@ -728,7 +667,7 @@ const idleRelease = 10
 // intervals and nothing is in flight, so an idle cache holds its index and filter and little
 // else; the next write allocates a buffer again. The caller holds mu.
 func (w *writer) releaseIdle() {
-	if len(w.free) == 0 || w.open != [numRegions]*batch.Batch{} || len(*w.live.Load()) > 0 ||
+	if len(w.free) == 0 || w.open != [numRegions]*batch.Batch{} || len(w.c.unflushed.batches()) > 0 ||
 		time.Since(w.lastCut) < idleRelease*w.c.opts.FlushInterval {
 		return
 	}
@@ -746,7 +685,7 @@ func (w *writer) bufferBytes() int64 {
 	for _, b := range w.free {
 		n += b.Capacity()
 	}
-	for _, b := range *w.live.Load() {
+	for _, b := range w.c.unflushed.batches() {
 		n += b.Capacity()
 	}
 	return n
@@ -758,7 +697,7 @@ func (w *writer) bufferBytes() int64 {
 func (w *writer) pendingBlobs() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	live := *w.live.Load() // newest first
+	live := w.c.unflushed.batches() // newest first
 	newest := make(map[uint64]record.Kind)
 	for i := len(live) - 1; i >= 0; i-- {
 		for _, e := range live[i].Entries() {
@@ -774,15 +713,6 @@ func (w *writer) pendingBlobs() int64 {
 		case k == record.KindDelete && indexed:
 			n--
 		}
-	}
-	return n
-}
-
-// pendingBytes is the memory held by unflushed records.
-func (w *writer) pendingBytes() int64 {
-	var n int64
-	for _, b := range *w.live.Load() {
-		n += b.Size()
 	}
 	return n
 }
