@@ -149,9 +149,10 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 }
 
 // PutFromMemory returns the memory, in bytes, that PutFrom (or PutFromWith) of a value of size
-// bytes holds while it reads the value: a buffer of BufferSize(size) for a value it reads whole
-// (up to StreamThreshold, and any value in the one-file-per-blob mode), else two chunks of
-// StreamThreshold bytes. The copy of the value in the write buffer (Options.WriteBufferSize) is
+// bytes holds while it reads the value: for a value it reads whole (up to StreamThreshold, and
+// any value in the one-file-per-blob mode) a read-path buffer, size rounded up to a power of two
+// of at least 4 KiB (not BufferSize's finer classes; size itself past 4 MiB), else two chunks
+// of StreamThreshold bytes. The copy of the value in the write buffer (Options.WriteBufferSize) is
 // not counted here.
 func (c *Cache) PutFromMemory(size int64) int64 {
 	// As putFrom decides (stream.go).
