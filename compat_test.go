@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,9 +39,23 @@ func compatWant(perBlob bool) map[string][]byte {
 		{"server-future", item.Meta{Flags: 9, Expires: 4102444800}},
 		{"server-plain", item.Meta{}},
 	} {
-		want[m.key] = item.Encode([]byte("payload of "+m.key), m.meta)
+		want[m.key] = legacyItem([]byte("payload of "+m.key), m.meta)
 	}
 	return want
+}
+
+// legacyItem is the blob the server of that build stored for payload with meta m: the payload
+// behind the item envelope's header (server/item: magic, flags, expiry) when m is not zero or
+// the payload starts with the magic, else the payload alone.
+func legacyItem(payload []byte, m item.Meta) []byte {
+	if m == (item.Meta{}) && !bytes.HasPrefix(payload, []byte(item.Magic)) {
+		return payload
+	}
+	b := make([]byte, item.HeaderSize, item.HeaderSize+len(payload))
+	copy(b, item.Magic)
+	binary.LittleEndian.PutUint32(b[8:], m.Flags)
+	binary.LittleEndian.PutUint64(b[12:], uint64(m.Expires))
+	return append(b, payload...)
 }
 
 func TestOpensFormat1(t *testing.T) {

@@ -21,9 +21,10 @@ type Stats struct {
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
 	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
 	// ReadBufferBytes is the memory of the read path's pooled buffers (Get's record buffers,
-	// ReadAt's scratch, the bounce buffers of direct reads), from when each is made until the
-	// garbage collector frees it: pools keep buffers across reads and drop them when idle for
-	// two collections. The pools are shared by all caches of the process, and so is the figure.
+	// ReadAt's scratch, the bounce buffers of direct reads, and those GetBuffer hands out of
+	// the same pools), from when each is made until the garbage collector frees it: pools keep
+	// buffers across reads and drop them when idle for two collections. The pools are shared
+	// by all caches of the process, and so is the figure.
 	ReadBufferBytes int64
 
 	Hits                uint64

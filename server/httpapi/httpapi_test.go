@@ -344,7 +344,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestBusy(t *testing.T) {
-	e := newEnv(t, store.Config{MaxValueSize: 64 << 10, MaxInflightBytes: 160 << 10, AdmitTimeout: 10 * time.Millisecond}, Config{})
+	e := newEnv(t, store.Config{MaxValueSize: 64 << 10, MaxInflightBytes: 128 << 10, AdmitTimeout: 10 * time.Millisecond}, Config{})
 	e.expect("PUT", "stored", []byte("before the pressure"), http.StatusCreated)
 	// Hold the whole budget, as slow uploads would.
 	a, err := e.st.Reserve(context.Background(), 64<<10)

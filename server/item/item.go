@@ -1,12 +1,12 @@
 package item
 
 import (
-	"bytes"
 	"encoding/binary"
 	"time"
 )
 
-// Envelope layout (little-endian):
+// Envelope layout (little-endian), as builds before record metadata wrote it in front of a
+// payload with flags or an expiry, or one starting with the magic:
 //
 //	 0                 8          12                     20
 //	 +-----------------+----------+----------------------+----------------
@@ -31,43 +31,6 @@ type Meta struct {
 
 // Expired reports whether the item is past its expiry at now.
 func (m Meta) Expired(now time.Time) bool { return m.Expires != 0 && now.Unix() >= m.Expires }
-
-// NeedsHeader reports whether a payload with this meta must be stored behind a header: it has
-// flags or an expiry, or it starts with the magic and would otherwise be misread.
-func NeedsHeader(m Meta, payload []byte) bool {
-	return m != (Meta{}) || bytes.HasPrefix(payload, []byte(Magic))
-}
-
-// PutHeader writes the header for m into b[:HeaderSize].
-func PutHeader(b []byte, m Meta) {
-	_ = b[HeaderSize-1]
-	copy(b, Magic)
-	binary.LittleEndian.PutUint32(b[8:], m.Flags)
-	binary.LittleEndian.PutUint64(b[12:], uint64(m.Expires))
-}
-
-// Encode returns the blob to store for payload and m: payload itself when no header is needed,
-// else a new slice with the header. (The server avoids the copy by reading payloads into a
-// buffer with HeaderSize bytes of room in front; see Frame.)
-func Encode(payload []byte, m Meta) []byte {
-	if !NeedsHeader(m, payload) {
-		return payload
-	}
-	b := make([]byte, HeaderSize+len(payload))
-	PutHeader(b, m)
-	copy(b[HeaderSize:], payload)
-	return b
-}
-
-// Frame returns the blob to store when buf[HeaderSize:] holds the payload: buf with its header
-// filled in, or buf[HeaderSize:] alone.
-func Frame(buf []byte, m Meta) []byte {
-	if !NeedsHeader(m, buf[HeaderSize:]) {
-		return buf[HeaderSize:]
-	}
-	PutHeader(buf, m)
-	return buf
-}
 
 // Decode splits a stored blob's first bytes. head must hold min(HeaderSize, blobSize) bytes of
 // the blob. It returns the meta and the number of leading bytes that are header (0 or

@@ -2,11 +2,26 @@ package item
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 	"time"
 )
 
-func TestEncodeDecode(t *testing.T) {
+// encode is the envelope builds before record metadata stored for payload and m: payload itself
+// when it needs no header (no meta, and it does not start with the magic), else the header
+// (see the layout in item.go) and the payload.
+func encode(payload []byte, m Meta) []byte {
+	if m == (Meta{}) && !bytes.HasPrefix(payload, []byte(Magic)) {
+		return payload
+	}
+	b := make([]byte, HeaderSize, HeaderSize+len(payload))
+	copy(b, Magic)
+	binary.LittleEndian.PutUint32(b[8:], m.Flags)
+	binary.LittleEndian.PutUint64(b[12:], uint64(m.Expires))
+	return append(b, payload...)
+}
+
+func TestDecode(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	magicValue := append([]byte(Magic), "and more than twenty bytes"...)
 	tests := []struct {
@@ -26,7 +41,7 @@ func TestEncodeDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			blob := Encode(tt.payload, tt.meta)
+			blob := encode(tt.payload, tt.meta)
 			if got := len(blob) == len(tt.payload)+HeaderSize; got != tt.wantHeader {
 				t.Fatalf("header = %v, want %v", got, tt.wantHeader)
 			}
@@ -37,12 +52,6 @@ func TestEncodeDecode(t *testing.T) {
 			}
 			if !bytes.Equal(blob[n:], tt.payload) {
 				t.Errorf("payload = %q, want %q", blob[n:], tt.payload)
-			}
-			// Frame gives the same blob without a copy.
-			buf := make([]byte, HeaderSize+len(tt.payload))
-			copy(buf[HeaderSize:], tt.payload)
-			if f := Frame(buf, tt.meta); !bytes.Equal(f, blob) {
-				t.Errorf("Frame = %q, want %q", f, blob)
 			}
 		})
 	}
@@ -78,8 +87,8 @@ func TestExpiresAt(t *testing.T) {
 	}
 }
 
-// FuzzDecode checks that any stored blob decodes without panicking, and that encoding any
-// payload and meta decodes back to them.
+// FuzzDecode checks that any stored blob decodes without panicking, and that any payload and
+// meta put in the envelope (encode) decode back to them.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte("plain value"), uint32(0), int64(0))
 	f.Add([]byte(Magic+"0123456789abcdefghij"), uint32(3), int64(99))
@@ -93,7 +102,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("meta %+v without a header", m)
 		}
 		meta := Meta{Flags: flags, Expires: expires}
-		blob := Encode(b, meta)
+		blob := encode(b, meta)
 		got, n := Decode(blob[:min(len(blob), HeaderSize)], int64(len(blob)))
 		if got != meta || !bytes.Equal(blob[n:], b) {
 			t.Fatalf("round trip of %q %+v gave %q %+v", b, meta, blob[n:], got)

@@ -175,7 +175,7 @@ func TestTruncatedByClose(t *testing.T) {
 }
 
 func TestBusy(t *testing.T) {
-	e := newEnvStore(t, Config{}, store.Config{MaxValueSize: 64 << 10, MaxInflightBytes: 160 << 10, AdmitTimeout: 10 * time.Millisecond})
+	e := newEnvStore(t, Config{}, store.Config{MaxValueSize: 64 << 10, MaxInflightBytes: 128 << 10, AdmitTimeout: 10 * time.Millisecond})
 	a, _ := e.st.Reserve(context.Background(), 64<<10)
 	b, _ := e.st.Reserve(context.Background(), 64<<10)
 	c := e.dial()

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/seed57392e9e/blobcache"
@@ -42,4 +44,99 @@ func BenchmarkGet(b *testing.B) {
 			b.Fatalf("Send = %v, %v", found, err)
 		}
 	}
+}
+
+// BenchmarkGetSize is a Get of a verified value read from disk, by value size, through the
+// copy to the client's writer. Besides time and allocations it reports the memory budget the Get
+// holds while it writes (held-B) and the read buffers of the process once the loop is done
+// (readbuf-B, Stats.ReadBufferBytes: what the buffer pools hold, as far as they are counted).
+func BenchmarkGetSize(b *testing.B) {
+	for _, size := range []int{4 << 10, 100 << 10, 1 << 20, 2 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			s, err := New(c, Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			payload := randomBytes(1, size)
+			v, err := s.Reserve(ctx, int64(len(payload)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Put([]byte("key"), v, bytes.NewReader(payload), item.Meta{}, blobcache.Precondition{}); err != nil {
+				b.Fatal(err)
+			}
+			v.Release()
+			c.Drain()
+			var held int64
+			begin := func(Info) (Plan, error) {
+				held = s.Inflight()
+				return Plan{W: io.Discard, N: -1}, nil
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if found, err := s.Get(ctx, []byte("key"), begin); !found || err != nil {
+					b.Fatalf("Get = %v, %v", found, err)
+				}
+			}
+			b.ReportMetric(float64(held), "held-B")
+			b.ReportMetric(float64(c.Stats().ReadBufferBytes), "readbuf-B")
+		})
+	}
+}
+
+// BenchmarkGetMixed is a Get of values of mixed sizes, 64 of them spread evenly over the
+// logarithm of size from 4 KiB to 1 MiB (a value of each is a page-cache hit), in turn. held-B
+// is the mean memory budget a Get holds while it writes; B/op counts the buffers the pools did
+// not have ready.
+func BenchmarkGetMixed(b *testing.B) {
+	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := New(c, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 64
+	var keys [n][]byte
+	var total int64
+	for i := range n {
+		size := int(math.Round(4096 * math.Pow(256, float64(i)/(n-1))))
+		keys[i] = []byte(fmt.Sprint("key", i))
+		v, err := s.Reserve(ctx, int64(size))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Put(keys[i], v, bytes.NewReader(randomBytes(uint64(i), size)), item.Meta{}, blobcache.Precondition{}); err != nil {
+			b.Fatal(err)
+		}
+		v.Release()
+		total += int64(size)
+	}
+	c.Drain()
+	var held, gets int64
+	begin := func(Info) (Plan, error) {
+		held += s.Inflight()
+		gets++
+		return Plan{W: io.Discard, N: -1}, nil
+	}
+	b.SetBytes(total / n)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if found, err := s.Get(ctx, keys[i%n], begin); !found || err != nil {
+			b.Fatalf("Get = %v, %v", found, err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(held)/float64(gets), "held-B")
 }

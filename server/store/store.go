@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/seed57392e9e/blobcache"
-	"github.com/seed57392e9e/blobcache/server/internal/bufpool"
 	"github.com/seed57392e9e/blobcache/server/item"
 	"github.com/seed57392e9e/blobcache/server/metrics"
 )
@@ -26,9 +25,10 @@ type Config struct {
 	// MaxValueSize is the largest payload accepted. 0 means the most the cache accepts for a
 	// key of blobcache.MaxKeyLen bytes, less the item header.
 	MaxValueSize int64
-	// MaxInflightBytes bounds the memory requests hold between the network and the cache: a
-	// buffer for a small value (its power-of-two size class), two 256 KiB chunks for a larger
-	// one, which streams. 0 means 256 MiB. Larger lets more requests proceed at once.
+	// MaxInflightBytes bounds the memory requests hold between the network and the cache, as
+	// the library counts it: a write what PutFrom holds (blobcache.Cache.PutFromMemory), a read
+	// its copy buffer and, for a blob streamed to the client, the library's Reader's buffers
+	// (see readMemory). 0 means 256 MiB. Larger lets more requests proceed at once.
 	MaxInflightBytes int64
 	// AdmitTimeout is how long a write waits for value memory before ErrBusy. 0 means 1s;
 	// negative means not at all.
@@ -61,7 +61,9 @@ func New(c *blobcache.Cache, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: MaxValueSize %d is outside [1, %d], the cache's limit for a key of %d bytes",
 			cfg.MaxValueSize, limit, blobcache.MaxKeyLen)
 	}
-	biggest := max(writeMemory(cfg.MaxValueSize), readMemory(cfg.MaxValueSize+item.HeaderSize))
+	// The largest stored blob is a legacy item's: the payload behind an item header.
+	biggest := max(c.PutFromMemory(cfg.MaxValueSize),
+		readMemory(c, blobcache.MaxKeyLen, blobcache.MaxAttrLen, cfg.MaxValueSize+item.HeaderSize))
 	if cfg.MaxInflightBytes == 0 {
 		cfg.MaxInflightBytes = 256 << 20
 	}
@@ -103,30 +105,19 @@ type Value struct {
 }
 
 // Reserve waits (up to the admission timeout, or until ctx is done) for the memory a write of a
-// payload of n bytes holds (see writeMemory). It fails with an error wrapping
-// blobcache.ErrValueTooLarge past the value limit, ErrBusy when the memory stayed full, or
-// ctx's error.
+// payload of n bytes holds: what the library's PutFrom holds for n bytes
+// (blobcache.Cache.PutFromMemory), the payload being stored as it is, with the item's meta in
+// the record. It fails with an error wrapping blobcache.ErrValueTooLarge past the value limit,
+// ErrBusy when the memory stayed full, or ctx's error.
 func (s *Store) Reserve(ctx context.Context, n int64) (*Value, error) {
 	if n < 0 || n > s.maxValue {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", blobcache.ErrValueTooLarge, n, s.maxValue)
 	}
-	held := writeMemory(n)
+	held := s.c.PutFromMemory(n)
 	if err := s.acquire(ctx, held); err != nil {
 		return nil, err
 	}
 	return &Value{s: s, n: n, held: held}, nil
-}
-
-// writeMemory is the memory a Put of an n-byte payload holds: the library reads a blob up to
-// blobcache.StreamThreshold into a buffer (a power-of-two size class) and streams a larger one
-// through two chunks of that size. The item header is counted with the blob.
-func writeMemory(n int64) int64 {
-	size := item.HeaderSize + n
-	if size <= blobcache.StreamThreshold {
-		_, c := bufpool.Class(int(size))
-		return int64(c)
-	}
-	return 2 * blobcache.StreamThreshold
 }
 
 // acquire waits for n bytes of the memory budget, up to the admission timeout.
@@ -431,14 +422,15 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	}
 	br := r
 	defer br.Close()
-	// The copy buffer, and the library's own buffer for a streamed blob, count against the
+	info := br.Info()
+	// The copy buffer, and the library's own buffers for a streamed blob, count against the
 	// memory budget: a slow client holds them for as long as it takes to read.
-	held := readMemory(br.Size())
+	held := readMemory(s.c, len(key), len(info.Attrs), br.Size())
 	if err := s.acquire(ctx, held); err != nil {
 		return false, false, err
 	}
 	defer s.release(held)
-	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: br.Info()}
+	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: info}
 	d.sum, d.hasSum = br.Checksum()
 	if open && !d.info.Legacy && d.blobSize > blobcache.OpenHead && !br.Verifies() {
 		// The value is in the segment file (Open): ask for the plan now, and send a whole
@@ -526,18 +518,23 @@ func (c *countedSocket) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// readMemory is the memory a Get of a blob of size bytes holds while it writes to its client:
-// copyOut's buffer, and for a streamed blob the library's first-read buffer too.
-func readMemory(size int64) int64 {
+// readMemory is the memory a Get of a blob of size bytes, under a key of keyLen bytes with
+// attrLen bytes of attributes, holds while it writes to its client, as the library counts it:
+// copyOut's buffer (blobcache.BufferSize), and for a blob over wholeBlob, which streams to the
+// client, the library's Reader's buffers too (blobcache.Cache.ReadMemory). A blob up to
+// wholeBlob is read to its end before its first byte is written, and the Reader hands its
+// buffers back with its last byte: they are held only while the store reads, and are left out.
+func readMemory(c *blobcache.Cache, keyLen, attrLen int, size int64) int64 {
 	if size <= wholeBlob {
-		_, n := bufpool.Class(int(size) + 1)
-		return int64(n)
+		return int64(blobcache.BufferSize(int(size)))
 	}
-	return 2 * copyChunk
+	return int64(blobcache.BufferSize(copyChunk)) + c.ReadMemory(keyLen, attrLen, size)
 }
 
 // copyChunk is the buffer of copyOut for a large blob; wholeBlob is the size up to which a blob
-// is read whole before any of it is written (the library reads such blobs with one pread).
+// is read whole before any of it is written, so that a checksum mismatch is known before the
+// client has a byte (blobcache.Cache.Get reads such a blob with one positioned read). They are
+// the store's choices: what the library holds meanwhile is the library's to say (readMemory).
 const (
 	copyChunk = 256 << 10
 	wholeBlob = 1 << 20
@@ -554,28 +551,37 @@ const (
 func copyOut(w io.Writer, r *blobcache.Reader) error {
 	size := r.Size()
 	if size <= wholeBlob {
-		buf := bufpool.Get(int(size) + 1) // one spare byte, so the Read that sees the end has room
-		defer bufpool.Put(buf)
+		buf := blobcache.GetBuffer(int(size))
+		defer blobcache.PutBuffer(buf)
 		b := *buf
 		n := 0
 		for {
-			k, err := r.Read(b[n:])
-			n += k
+			var err error
+			if n < len(b) {
+				var k int
+				k, err = r.Read(b[n:])
+				n += k
+			} else {
+				// All size bytes are in, and the Read that gave the last did not say the blob
+				// ended: this one must (or report the check's failure).
+				var spare [1]byte
+				var k int
+				if k, err = r.Read(spare[:]); k > 0 {
+					return fmt.Errorf("store: blob longer than its size %d", size)
+				}
+			}
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return err
 			}
-			if n == len(b) {
-				return fmt.Errorf("store: blob longer than its size %d", size)
-			}
 		}
 		_, err := w.Write(b[:n])
 		return err
 	}
-	buf := bufpool.Get(copyChunk)
-	defer bufpool.Put(buf)
+	buf := blobcache.GetBuffer(copyChunk)
+	defer blobcache.PutBuffer(buf)
 	for {
 		n, err := r.Read(*buf)
 		if n > 0 && (err == nil || err == io.EOF) { // a damaged tail is not written

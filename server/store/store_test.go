@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,4 +290,68 @@ func TestConcurrentGets(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// capWriter records the largest capacity of the slices written to it: the buffer the store
+// copies the payload out of.
+type capWriter struct {
+	bytes.Buffer
+	maxCap int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.maxCap = max(w.maxCap, cap(p))
+	return w.Buffer.Write(p)
+}
+
+// TestMemoryIsLibrarys: the memory budget a Get holds while it writes to its client is its copy
+// buffer (the buffer it writes from, as large as the library's pool makes it) plus, for a blob
+// it streams to the client, what the library says its Reader holds (blobcache.Cache.ReadMemory);
+// a write holds what the library says PutFrom holds (blobcache.Cache.PutFromMemory). Sizes sit
+// around the pool's classes, the library's streaming threshold and the store's whole-blob limit.
+func TestMemoryIsLibrarys(t *testing.T) {
+	s := newTestStore(t, Config{})
+	c := s.Cache()
+	for _, key := range []string{"k", strings.Repeat("k", blobcache.MaxKeyLen)} {
+		for _, attrs := range []string{"", "Content-Type: text/plain\n"} {
+			over := 64 + len(key) + len(attrs) // a record's header, key and attributes: at least
+			for _, size := range []int{0, 1, 4<<10 - 1, 4 << 10, 4<<10 + 1, 100 << 10, 128<<10 - over, 128 << 10,
+				blobcache.StreamThreshold, blobcache.StreamThreshold + 1, 1<<20 - over, 1 << 20, 1<<20 + 1, 2 << 20} {
+				name := fmt.Sprintf("key %d, attrs %d, payload %d", len(key), len(attrs), size)
+				v, err := s.Reserve(context.Background(), int64(size))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := s.Inflight(), c.PutFromMemory(int64(size)); got != want {
+					t.Errorf("%s: a write holds %d bytes, the library says %d", name, got, want)
+				}
+				payload := randomBytes(uint64(size), size)
+				if _, err := s.PutAttrs([]byte(key), v, bytes.NewReader(payload), item.Meta{}, attrs, blobcache.Precondition{}); err != nil {
+					t.Fatal(err)
+				}
+				v.Release()
+				c.Drain()
+
+				var held int64
+				w := &capWriter{}
+				found, err := s.Get(context.Background(), []byte(key), func(Info) (Plan, error) {
+					held = s.Inflight()
+					return Plan{W: w, N: -1}, nil
+				})
+				if !found || err != nil || !bytes.Equal(w.Bytes(), payload) {
+					t.Fatalf("%s: found=%v err=%v, %d bytes", name, found, err, w.Len())
+				}
+				if size == 0 {
+					continue // nothing written, no buffer seen
+				}
+				want := int64(w.maxCap)
+				if w.maxCap < size { // copied a piece at a time: streamed to the client
+					want += c.ReadMemory(len(key), len(attrs), int64(size))
+				}
+				if held != want {
+					t.Errorf("%s: a Get holds %d bytes, its copy buffer is %d and the library says %d in all", name, held, w.maxCap, want)
+				}
+			}
+		}
+	}
 }
