@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/seed57392e9e/blobcache/server/item"
 )
 
 // testdata/compat-format1 holds two cache directories (segments, and one file per blob) written
@@ -32,27 +30,41 @@ func compatWant(perBlob bool) map[string][]byte {
 	}
 	for _, m := range []struct {
 		key  string
-		meta item.Meta
+		meta legacyMeta
 	}{
-		{"server-flags", item.Meta{Flags: 42}},
-		{"server-expired", item.Meta{Flags: 7, Expires: 1577836800}},
-		{"server-future", item.Meta{Flags: 9, Expires: 4102444800}},
-		{"server-plain", item.Meta{}},
+		{"server-flags", legacyMeta{Flags: 42}},
+		{"server-expired", legacyMeta{Flags: 7, Expires: 1577836800}},
+		{"server-future", legacyMeta{Flags: 9, Expires: 4102444800}},
+		{"server-plain", legacyMeta{}},
 	} {
 		want[m.key] = legacyItem([]byte("payload of "+m.key), m.meta)
 	}
 	return want
 }
 
+// legacyMeta is what the item envelope of the server of that build added to a payload.
+type legacyMeta struct {
+	Flags   uint32 // memcached client flags
+	Expires int64  // unix seconds
+}
+
+// The item envelope of the server of that build (server/item, which still decodes it): its magic
+// and its header's length, written out here so that the directory this test opens does not
+// depend on the server's code.
+const (
+	legacyItemMagic  = "\x00bcitem\x01"
+	legacyItemHeader = 20
+)
+
 // legacyItem is the blob the server of that build stored for payload with meta m: the payload
-// behind the item envelope's header (server/item: magic, flags, expiry) when m is not zero or
-// the payload starts with the magic, else the payload alone.
-func legacyItem(payload []byte, m item.Meta) []byte {
-	if m == (item.Meta{}) && !bytes.HasPrefix(payload, []byte(item.Magic)) {
+// behind the item envelope's header (magic, flags, expiry) when m is not zero or the payload
+// starts with the magic, else the payload alone.
+func legacyItem(payload []byte, m legacyMeta) []byte {
+	if m == (legacyMeta{}) && !bytes.HasPrefix(payload, []byte(legacyItemMagic)) {
 		return payload
 	}
-	b := make([]byte, item.HeaderSize, item.HeaderSize+len(payload))
-	copy(b, item.Magic)
+	b := make([]byte, legacyItemHeader, legacyItemHeader+len(payload))
+	copy(b, legacyItemMagic)
 	binary.LittleEndian.PutUint32(b[8:], m.Flags)
 	binary.LittleEndian.PutUint64(b[12:], uint64(m.Expires))
 	return append(b, payload...)
