@@ -271,14 +271,13 @@ func (w *writer) writeForgotten() {
 func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) error {
 	n := hdr.Len()
 	for {
-		r, _ := w.regionFor(h, key, m)
-		b, err := w.openBatch(r)
+		r, ghost := w.regionFor(h, key, m)
+		b, waited, err := w.openBatch(r)
 		if err != nil {
 			return err
 		}
-		again, ghost := w.regionFor(h, key, m)
-		if again != r {
-			continue // openBatch waited, and the key's newest record moved meanwhile
+		if waited {
+			continue // mu was released: the key's newest record may have moved meanwhile
 		}
 		if b.Fits(n) {
 			if err := w.stillObserved(h, key, m); err != nil {
@@ -308,11 +307,12 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 }
 
 // openBatch returns region r's open batch, taking a free one (or waiting for one) if there is
-// none. The caller holds mu.
-func (w *writer) openBatch(r region) (*batch.Batch, error) {
+// none; waited says it released mu to wait, and the caller must look at what it decided before
+// the call again. The caller holds mu.
+func (w *writer) openBatch(r region) (_ *batch.Batch, waited bool, _ error) {
 	for w.open[r] == nil {
 		if w.closed {
-			return nil, ErrClosed
+			return nil, waited, ErrClosed
 		}
 		var b *batch.Batch
 		switch {
@@ -325,6 +325,7 @@ func (w *writer) openBatch(r region) (*batch.Batch, error) {
 		default:
 			w.c.stats.putWaits.Add(1)
 			w.cond.Wait()
+			waited = true
 			continue
 		}
 		b.Stream = int(r)
@@ -332,7 +333,7 @@ func (w *writer) openBatch(r region) (*batch.Batch, error) {
 		w.openSince[r] = time.Now()
 		w.c.unflushed.add(b)
 	}
-	return w.open[r], nil
+	return w.open[r], waited, nil
 }
 
 // regions is the number of regions writes go to: each may have a batch open.
