@@ -25,7 +25,7 @@ type segHandle struct {
 	// open says new records are still placed in it: it is its region's active segment.
 	open atomic.Bool
 	// tail is the unwritten preallocated end of a segment whose seal is queued: counted in disk
-	// (and Cache.sealingTails) until the seal cuts it off.
+	// (and segmentLayout.sealingTails) until the seal cuts it off.
 	tail atomic.Int64
 	f    vfs.File
 	// rd is what reads go through unless a hit picks its route (see Cache.hitFile): f, or with

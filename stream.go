@@ -40,7 +40,7 @@ import (
 // sealed, since a publish commits after batches placed behind it.
 //
 // Sealing. A segment with a stream still filling cannot be sealed (its footer would miss the
-// record), so sealActive defers the seal, and the last stream of the segment queues it when it
+// record), so segmentLayout.sealActive defers the seal, and the last stream of the segment queues it when it
 // ends. A slow writer therefore holds back only the seal of its segment, and with it the
 // eviction of the segments after it, never other writes.
 

@@ -77,7 +77,7 @@ type writer struct {
 	c *Cache
 
 	// mu is first in the lock order (see the top of this file): segments.mu, segHandle.mu and
-	// Cache.reclaimMu may be taken under it, never the other way round; nothing waits with it
+	// segmentLayout.reclaimMu may be taken under it, never the other way round; nothing waits with it
 	// held except on cond.
 	mu   sync.Mutex
 	cond *sync.Cond // broadcast when a batch is recycled, a seal ends or the writer closes
