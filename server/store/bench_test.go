@@ -16,25 +16,10 @@ import (
 // with the server's default check on read: the memory budget, the lookup, the read and the
 // copy to the client's writer.
 func BenchmarkGet(b *testing.B) {
-	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	s, err := New(c, Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, s := benchStore(b)
 	ctx := context.Background()
 	payload := randomBytes(1, 4<<10)
-	v, err := s.Reserve(ctx, int64(len(payload)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.Put([]byte("key"), v, bytes.NewReader(payload), item.Meta{}, blobcache.Precondition{}); err != nil {
-		b.Fatal(err)
-	}
-	v.Release()
+	benchPut(b, s, []byte("key"), payload)
 	c.Drain()
 	begin := func(Info) (Plan, error) { return Plan{W: io.Discard, N: -1}, nil }
 	b.SetBytes(int64(len(payload)))
@@ -53,25 +38,10 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkGetSize(b *testing.B) {
 	for _, size := range []int{4 << 10, 100 << 10, 1 << 20, 2 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			s, err := New(c, Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			c, s := benchStore(b)
 			ctx := context.Background()
 			payload := randomBytes(1, size)
-			v, err := s.Reserve(ctx, int64(len(payload)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := s.Put([]byte("key"), v, bytes.NewReader(payload), item.Meta{}, blobcache.Precondition{}); err != nil {
-				b.Fatal(err)
-			}
-			v.Release()
+			benchPut(b, s, []byte("key"), payload)
 			c.Drain()
 			var held int64
 			begin := func(Info) (Plan, error) {
@@ -96,15 +66,7 @@ func BenchmarkGetSize(b *testing.B) {
 // is the mean memory budget a Get holds while it writes; B/op counts the buffers the pools did
 // not have ready.
 func BenchmarkGetMixed(b *testing.B) {
-	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	s, err := New(c, Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, s := benchStore(b)
 	ctx := context.Background()
 	const n = 64
 	var keys [n][]byte
@@ -112,14 +74,7 @@ func BenchmarkGetMixed(b *testing.B) {
 	for i := range n {
 		size := int(math.Round(4096 * math.Pow(256, float64(i)/(n-1))))
 		keys[i] = []byte(fmt.Sprint("key", i))
-		v, err := s.Reserve(ctx, int64(size))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Put(keys[i], v, bytes.NewReader(randomBytes(uint64(i), size)), item.Meta{}, blobcache.Precondition{}); err != nil {
-			b.Fatal(err)
-		}
-		v.Release()
+		benchPut(b, s, keys[i], randomBytes(uint64(i), size))
 		total += int64(size)
 	}
 	c.Drain()
@@ -139,4 +94,30 @@ func BenchmarkGetMixed(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(held)/float64(gets), "held-B")
+}
+
+// benchStore is a store over a new cache that checks values on read, closed with b.
+func benchStore(b *testing.B) (*blobcache.Cache, *Store) {
+	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	s, err := New(c, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, s
+}
+
+// benchPut stores payload under key through s.
+func benchPut(b *testing.B, s *Store, key, payload []byte) {
+	v, err := s.Reserve(context.Background(), int64(len(payload)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer v.Release()
+	if _, err := s.Put(key, v, bytes.NewReader(payload), item.Meta{}, blobcache.Precondition{}); err != nil {
+		b.Fatal(err)
+	}
 }
