@@ -147,16 +147,6 @@ func (t *segTable) get(id uint32) *segHandle {
 	return t.list[i]
 }
 
-// oldest returns the first live segment, or nil.
-func (t *segTable) oldest() *segHandle {
-	for _, s := range t.list {
-		if s != nil {
-			return s
-		}
-	}
-	return nil
-}
-
 // segments is the set of live segments. Readers load the snapshot without locking; changes are
 // serialized by mu and publish a new snapshot.
 type segments struct {
