@@ -77,10 +77,11 @@ type fixture struct {
 
 var (
 	missFixture fixture // 1M blobs of 16 bytes
-	hitFixture  fixture // 16K blobs of 4 KiB
+	hitFixture  fixture // 16K blobs of 4 KiB, no memory tier: hits from the segments
+	memFixture  fixture // 16K blobs of 4 KiB, a memory tier that holds them all
 )
 
-func (f *fixture) get(b *testing.B, n, size int) *Cache {
+func (f *fixture) get(b *testing.B, n, size int, opts ...Option) *Cache {
 	f.once.Do(func() {
 		dir, err := os.MkdirTemp("", "blobcache-bench-")
 		if err != nil {
@@ -88,7 +89,7 @@ func (f *fixture) get(b *testing.B, n, size int) *Cache {
 		}
 		f.dir, f.n = dir, n
 		// A bounded cache, as in production: the hit path then sets access bits (PolicyReinsert).
-		f.c, err = New(dir, WithExpectedBlobs(int64(n)), WithMaxSize(1<<40))
+		f.c, err = New(dir, append([]Option{WithExpectedBlobs(int64(n)), WithMaxSize(1 << 40)}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestMain(m *testing.M) {
 	if bigDir.dir != "" {
 		os.RemoveAll(bigDir.dir)
 	}
-	for _, f := range []*fixture{&missFixture, &hitFixture} {
+	for _, f := range []*fixture{&missFixture, &hitFixture, &memFixture} {
 		if f.c != nil {
 			f.c.Close()
 			os.RemoveAll(f.dir)
@@ -153,10 +154,10 @@ func BenchmarkGetMissParallel(b *testing.B) {
 }
 
 // BenchmarkGetHit4K reads random 4 KiB blobs that are in the page cache: Get, read to the end
-// into a reused buffer, Close.
+// into a reused buffer, Close. There is no memory tier: every hit reads from a segment file.
 func BenchmarkGetHit4K(b *testing.B) {
 	const n = 16 << 10
-	c := hitFixture.get(b, n, 4<<10)
+	c := hitFixture.get(b, n, 4<<10, WithMemorySize(-1))
 	keys := benchKeys('k', n)
 	buf := make([]byte, 8<<10)
 	// Warm the page cache.
@@ -183,10 +184,10 @@ func BenchmarkGetHit4K(b *testing.B) {
 	}
 }
 
-// BenchmarkReadAt4K is the zero-allocation hit path.
+// BenchmarkReadAt4K is the zero-allocation hit path from a segment file (no memory tier).
 func BenchmarkReadAt4K(b *testing.B) {
 	const n = 16 << 10
-	c := hitFixture.get(b, n, 4<<10)
+	c := hitFixture.get(b, n, 4<<10, WithMemorySize(-1))
 	keys := benchKeys('k', n)
 	buf := make([]byte, 4<<10)
 	b.SetBytes(4 << 10)
@@ -201,6 +202,68 @@ func BenchmarkReadAt4K(b *testing.B) {
 	}
 	if sys0 >= 0 {
 		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+}
+
+// memoryWarm reads every key of c twice, so that all are in its memory tier (they enter on their
+// second hit), and fails b if they are not.
+func memoryWarm(b *testing.B, c *Cache, keys [][]byte, size int) {
+	buf := make([]byte, size)
+	for range 2 {
+		for _, k := range keys {
+			if _, err := c.ReadAt(k, buf, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if st := c.Stats(); st.MemoryItems != int64(len(keys)) {
+		b.Fatalf("the memory tier holds %d of %d blobs", st.MemoryItems, len(keys))
+	}
+}
+
+// BenchmarkReadAt4KMemory is BenchmarkReadAt4K with every blob in the memory tier: a hit is a
+// copy from memory, with no system call and no allocation.
+func BenchmarkReadAt4KMemory(b *testing.B) {
+	const n = 16 << 10
+	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
+	keys := benchKeys('k', n)
+	memoryWarm(b, c, keys, 4<<10)
+	buf := make([]byte, 4<<10)
+	b.SetBytes(4 << 10)
+	b.ReportAllocs()
+	sys0 := readSyscalls()
+	i := uint64(0)
+	for b.Loop() {
+		if m, err := c.ReadAt(keys[(i*7919)%n], buf, 0); err != nil || m != len(buf) {
+			b.Fatal(m, err)
+		}
+		i++
+	}
+	if sys0 >= 0 {
+		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
+	}
+}
+
+// BenchmarkGetHit4KMemory is BenchmarkGetHit4K with every blob in the memory tier.
+func BenchmarkGetHit4KMemory(b *testing.B) {
+	const n = 16 << 10
+	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
+	keys := benchKeys('k', n)
+	memoryWarm(b, c, keys, 4<<10)
+	buf := make([]byte, 4<<10)
+	b.SetBytes(4 << 10)
+	b.ReportAllocs()
+	i := uint64(0)
+	for b.Loop() {
+		r, ok := c.Get(keys[(i*7919)%n])
+		if !ok {
+			b.Fatal("miss")
+		}
+		if m, err := io.ReadFull(r, buf); err != nil || m != len(buf) {
+			b.Fatal(m, err)
+		}
+		r.Close()
+		i++
 	}
 }
 

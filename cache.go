@@ -14,6 +14,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -53,6 +54,7 @@ type Cache struct {
 	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
 	keep   *policy.Policy
+	mem    *memtier.Tier // the memory tier (memory.go); nil with a negative MemorySize
 	rs     *reinserter
 	closed atomic.Bool
 	stats  counters
@@ -99,6 +101,9 @@ func New(path string, opts ...Option) (*Cache, error) {
 	c.probeDirect()
 	o = c.opts // openDir adopts the directory's storage mode; probeDirect may turn direct I/O off
 	c.keep = newPolicy(&o)
+	if o.MemorySize > 0 {
+		c.mem = memtier.New(o.MemorySize)
+	}
 	switch o.Index {
 	case IndexSkipList:
 		c.idx = index.NewSkipList()

@@ -169,7 +169,8 @@ func TestReadFaults(t *testing.T) {
 func testReadFaults(t *testing.T, direct bool) {
 	fs := faultyFS(t)
 	dir := t.TempDir()
-	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
+	// No memory tier: every read is to reach the segment, where the faults are.
+	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true), WithMemorySize(-1)}
 	if direct {
 		opts = append(opts, WithDirectIOReads(true))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
@@ -16,7 +17,8 @@ import (
 //     builds a lookup, with the filter's Test inlined: a miss costs nanoseconds, and every
 //     call or copy on this path shows);
 //  2. the write buffer, newest batch first (read-your-writes): a record there decides;
-//  3. the index, then the file that holds the record, taken with a reader reference.
+//  3. the index, then the record's entry in the memory tier if it holds it (memory.go), else
+//     the file that holds the record, taken with a reader reference.
 //
 // The index may move under a read: an overwrite, a delete or an eviction frees the bytes the
 // read found. So a read checks, after it has its bytes, that the index still maps the key to
@@ -39,10 +41,15 @@ type keyLookup struct {
 	h   uint64
 	st  *counterStripe // where hits and misses are counted; nil for Stat and Delete
 
+	// memOK says the caller serves a record from the memory tier (memory.go) when it holds it.
+	memOK bool
+
 	tries int
-	// Set by next: the record's location, the file holding it (with a reader reference the
-	// caller releases or hands on) and its offset in the file.
+	// Set by next: the record's location, and either its entry in the memory tier (mem, and
+	// no file) or the file holding it (with a reader reference the caller releases or hands on)
+	// and its offset in the file.
 	loc    index.Loc
+	mem    *memtier.Entry
 	file   *segHandle
 	recOff int64
 }
@@ -81,6 +88,10 @@ func (l *keyLookup) next() bool {
 			}
 			return false
 		}
+		if e := l.fromMemory(loc); e != nil {
+			l.loc, l.mem, l.file = loc, e, nil
+			return true
+		}
 		s, recOff := l.c.layout.acquire(l.h, loc)
 		if s == nil {
 			continue // gone since the index said so: look again
@@ -110,10 +121,11 @@ func (l *keyLookup) hit() {
 }
 
 // touched notes a hit that returned bytes of the record l found: its access bit, for
-// reinsertion (see reinsert.go) and for the read path's choice (see readroute.go). Not when
-// neither reads the bits (PolicyFIFO with DirectIOReads or BufferedReads).
+// reinsertion (see reinsert.go), for the read path's choice (see readroute.go) and for the
+// memory tier's admission (memory.go). Not when none reads the bits (PolicyFIFO with
+// DirectIOReads or BufferedReads, and no memory tier).
 func (l *keyLookup) touched() {
-	if l.c.countsHits() || l.c.routesReads() {
+	if l.c.countsHits() || l.c.routesReads() || l.c.mem != nil {
 		l.c.idx.Touch(l.h, l.loc)
 	}
 }

@@ -174,6 +174,15 @@ type Options struct {
 	// budget.
 	WriteBudget int64
 
+	// MemorySize is the capacity, in bytes, of the memory tier: record values held in process
+	// memory in front of the segments (internal/memtier), so that a hit on a hot blob is a copy
+	// from memory, with no system call and no checksum pass. A value enters on its second hit
+	// from the segments, read whole and checked against its CRC-32C; the tier evicts as S3-FIFO
+	// does, and an entry is bound to its record, so an overwrite, a Delete, an expiry,
+	// InvalidateAll or an eviction never leaves an older value readable from it. It starts
+	// empty at every open. 0: DefaultMemorySize; negative: no memory tier.
+	MemorySize int64
+
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
 	// records are measured by (default time.Now). A server whose tests fix the time sets it.
 	Clock func() time.Time
@@ -198,6 +207,7 @@ const (
 	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
 	DefaultReinsertShare      = 0.8
+	DefaultMemorySize         = 64 << 20
 	maxSegmentSize            = segment.MaxSize
 	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
 	derivedSegmentsPerCache   = 32      // a MaxSize alone picks segments of this share of it
@@ -240,6 +250,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReinsertShare == 0 {
 		o.ReinsertShare = DefaultReinsertShare
+	}
+	if o.MemorySize == 0 {
+		o.MemorySize = DefaultMemorySize
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -379,6 +392,9 @@ func WithReinsertShare(share float64) Option { return func(o *Options) { o.Reins
 
 // WithAdmission sets Options.Admission.
 func WithAdmission(a Admission) Option { return func(o *Options) { o.Admission = a } }
+
+// WithMemorySize sets Options.MemorySize, the memory tier's capacity in bytes (negative: none).
+func WithMemorySize(n int64) Option { return func(o *Options) { o.MemorySize = n } }
 
 // WithWriteBudget sets Options.WriteBudget, in bytes per second.
 func WithWriteBudget(bytesPerSecond int64) Option {

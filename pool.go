@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/seed57392e9e/blobcache/internal/bufmem"
+	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
@@ -113,8 +114,8 @@ func BufferSize(n int) int {
 // a blob of size value bytes under a key of keyLen bytes with attrLen bytes of attributes, from
 // when Get, GetRange or Open returns it until it is closed or has delivered its last byte, read
 // with Read. It is computed as the read path plans its reads: the whole record in one buffer
-// when it is read with one positioned read, else its header, key and first chunk of value (a
-// streamed blob); with direct reads, room to align the read, or a chunk of the Reader's own when
+// when it is read with one positioned read (a small record, or one that may enter the memory
+// tier), else its header, key and first chunk of value (a streamed blob); with direct reads, room to align the read, or a chunk of the Reader's own when
 // it streams from a smaller buffer. It is a bound: where a record lies changes the alignment
 // room, and a blob still in a write buffer is read from there, with no buffer. WriteTo, when it
 // copies value bytes through memory rather than having the kernel send them, uses one chunk
@@ -128,7 +129,9 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 	prefix := int64(record.HeaderSize + keyLen)
 	length := prefix + size + int64(attrLen)
 	first := length
-	if first > smallRecord {
+	if first > smallRecord && !(c.mem != nil && c.mem.Fits(length+memtier.EntryOverhead)) {
+		// Read in pieces, unless the whole record may be read to enter the memory tier
+		// (memory.go).
 		first = prefix + min(size, streamChunk)
 	}
 	// As hitFile routes it (readroute.go): a read of the whole record, for the largest buffer.

@@ -62,6 +62,7 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
+	l.memOK = true
 	if v, ok := l.buffered(true); ok {
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
@@ -71,6 +72,15 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 		return c.memReader(v, off, n), true
 	}
 	for l.next() {
+		if e := l.mem; e != nil {
+			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+				l.miss()
+				return nil, false
+			}
+			l.hit()
+			l.touched()
+			return c.memoryReader(e, off, n), true
+		}
 		r, res := c.openRecord(&l, off, n, lazy)
 		switch res {
 		case openHit:
@@ -191,9 +201,14 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	// format: a legacy one is shorter, and the value starts a little earlier); for Open, header
 	// and key alone unless the value is small.
 	first := int64(loc.Length)
-	if lazy && first > l.prefixLen()+OpenHead {
+	// A whole record read on its second hit enters the memory tier (memory.go).
+	admit := off == 0 && n < 0 && l.admitsToMemory(first)
+	switch {
+	case admit:
+		// Read whole: it enters the tier.
+	case lazy && first > l.prefixLen()+OpenHead:
 		first = l.prefixLen()
-	} else if first > smallRecord {
+	case first > smallRecord:
 		first = l.prefixLen()
 		if off == 0 {
 			want := int64(loc.Length) - first
@@ -254,6 +269,9 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		}
 		return nil, res
 	}
+	if admit && whole && int64(len(b)) == int64(loc.Length) && !l.admitToMemory(hdr, attrs, b[hk:hk+vlen]) {
+		return nil, openMiss
+	}
 	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
 		r.verify = true
@@ -309,6 +327,7 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
+	l.memOK = true
 	if v, n, ok := l.bufferedValue(p, off); ok {
 		// Still in the write buffer: copied straight into p, no allocation.
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
@@ -322,6 +341,15 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		return n, nil
 	}
 	for l.next() {
+		if e := l.mem; e != nil {
+			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+				l.miss()
+				return 0, ErrNotFound
+			}
+			l.hit()
+			l.touched()
+			return memoryReadAt(e, p, off)
+		}
 		n, res, err := c.readAt(&l, p, off)
 		switch res {
 		case openHit:
@@ -403,6 +431,12 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 			return 0, openHit, err
 		}
 	}
+	// The whole value of a record without attributes (ReadAt reads none) enters the memory
+	// tier on its second hit (memory.go).
+	if off == 0 && int64(len(want)) == vlen && hdr.AttrLen == 0 && !hdr.Legacy && l.admitsToMemory(int64(loc.Length)) &&
+		!l.admitToMemory(hdr, "", want) {
+		return 0, openMiss, nil
+	}
 	if len(want) < len(p) {
 		return len(want), openHit, io.EOF
 	}
@@ -477,6 +511,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	}
 	var l keyLookup
 	l.start(c, key, h, nil)
+	l.memOK = true
 	if v, ok := l.buffered(false); ok {
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			return BlobInfo{}, ErrNotFound
@@ -484,6 +519,12 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 		return infoOf(pendingHeader(v), string(v.Attrs)), nil
 	}
 	for l.next() {
+		if e := l.mem; e != nil {
+			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+				return BlobInfo{}, ErrNotFound
+			}
+			return infoOf(e.Hdr, e.Attrs), nil
+		}
 		hdr, attrs, res, err := c.stat(&l)
 		switch res {
 		case openHit:

@@ -70,6 +70,19 @@ type Stats struct {
 	// through user space (Open, Reader.WriteTo).
 	SentBytes uint64
 
+	// The memory tier (Options.MemorySize; zero without one): its capacity, the memory its values
+	// take (keys, values, attributes and a fixed cost each), the values it holds; the reads it
+	// served (each also a hit), the lookups it did not hold (read from the segments), the values
+	// that entered and that it evicted, and those it declined (a first hit, or too large).
+	MemoryCapacity  int64
+	MemoryBytes     int64
+	MemoryItems     int64
+	MemoryHits      uint64
+	MemoryMisses    uint64
+	MemoryInserts   uint64
+	MemoryEvictions uint64
+	MemoryDeclined  uint64
+
 	Flushes       uint64        // batches written
 	FlushedBytes  uint64        // bytes of batches written
 	FlushTime     time.Duration // total time flush workers spent writing
@@ -103,7 +116,8 @@ type Stats struct {
 type counterStripe struct {
 	// A miss is counted once, by its kind: the total is the sum of the three.
 	hits, misses, bloomRejects, falsePositives atomic.Uint64
-	_                                          [32]byte
+	memHits, memMisses                         atomic.Uint64 // the memory tier's lookups
+	_                                          [16]byte
 }
 
 const numStripes = 8
@@ -179,6 +193,14 @@ func (c *Cache) Stats() Stats {
 		s.Misses += st.misses.Load() + st.bloomRejects.Load() + st.falsePositives.Load()
 		s.BloomRejects += st.bloomRejects.Load()
 		s.BloomFalsePositives += st.falsePositives.Load()
+		s.MemoryHits += st.memHits.Load()
+		s.MemoryMisses += st.memMisses.Load()
+	}
+	if c.mem != nil {
+		m := c.mem.Stats()
+		s.MemoryCapacity, s.MemoryBytes, s.MemoryItems = m.Capacity, m.Bytes, m.Items
+		s.MemoryInserts = m.Inserts
+		s.MemoryEvictions, s.MemoryDeclined = m.Evictions, m.Declined
 	}
 	s.Segments = len(c.segs.all())
 	s.DataBytes = s.DiskBytes

@@ -1,0 +1,360 @@
+package blobcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/segment"
+)
+
+// warm reads key until the memory tier serves it (its second hit from the segments puts it
+// there), through Get, then ReadAt.
+func warm(t *testing.T, c *Cache, key string, want []byte) {
+	t.Helper()
+	for i := 0; ; i++ {
+		before := c.Stats().MemoryHits
+		got, _, ok := readBlob(t, c, key)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("warming %s: hit %v, %d bytes", key, ok, len(got))
+		}
+		if c.Stats().MemoryHits > before {
+			break
+		}
+		if i == 3 {
+			t.Fatalf("%s is not served from the memory tier after %d reads: %+v", key, i+1, c.Stats())
+		}
+	}
+	p := make([]byte, len(want))
+	before := c.Stats().MemoryHits
+	if n, err := c.ReadAt([]byte(key), p, 0); err != nil || n != len(want) || !bytes.Equal(p, want) {
+		t.Fatalf("ReadAt %s: %d, %v", key, n, err)
+	}
+	if c.Stats().MemoryHits != before+1 {
+		t.Fatalf("ReadAt of %s did not come from the memory tier", key)
+	}
+}
+
+// TestMemoryTierServesHits: the second hit from the segments puts the value in the memory tier,
+// and later hits (Get, GetRange, ReadAt at an offset, Stat) come from it, with the same bytes
+// and metadata, reading nothing.
+func TestMemoryTierServesHits(t *testing.T) {
+	c := open(t, t.TempDir(), small()...)
+	defer c.Close()
+	v := value("k", 1, 50<<10)
+	if _, err := c.PutWith([]byte("k"), v, PutOptions{Flags: 7, Attrs: "type: x"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	warm(t, c, "k", v)
+	st := c.Stats()
+	got, info, ok := readBlob(t, c, "k")
+	if !ok || !bytes.Equal(got, v) || info.Flags != 7 || info.Attrs != "type: x" || info.Size != int64(len(v)) {
+		t.Fatalf("from memory: %v, %d bytes, %+v", ok, len(got), info)
+	}
+	r, ok := c.GetRange([]byte("k"), 100, 10)
+	if !ok {
+		t.Fatal("GetRange missed")
+	}
+	var part [10]byte
+	if n, _ := r.Read(part[:]); n != 10 || !bytes.Equal(part[:], v[100:110]) {
+		t.Fatalf("GetRange: %d bytes %x", n, part[:n])
+	}
+	r.Close()
+	p := make([]byte, 20)
+	if n, err := c.ReadAt([]byte("k"), p, int64(len(v)-10)); n != 10 || err == nil || !bytes.Equal(p[:10], v[len(v)-10:]) {
+		t.Fatalf("ReadAt past the end: %d, %v", n, err)
+	}
+	if info, err := c.Stat([]byte("k")); err != nil || info.Flags != 7 || info.Size != int64(len(v)) {
+		t.Fatalf("Stat: %+v, %v", info, err)
+	}
+	after := c.Stats()
+	if after.MemoryHits-st.MemoryHits != 4 || after.ReadsPageCache+after.ReadsFilled+after.ReadsDirect != st.ReadsPageCache+st.ReadsFilled+st.ReadsDirect {
+		t.Fatalf("memory hits %d (want 4), reads from segments before %+v after %+v", after.MemoryHits-st.MemoryHits, st, after)
+	}
+	if after.MemoryItems != 1 || after.MemoryBytes < int64(len(v)) || after.MemoryBytes > after.MemoryCapacity {
+		t.Fatalf("tier holds %d values in %d bytes of %d", after.MemoryItems, after.MemoryBytes, after.MemoryCapacity)
+	}
+}
+
+// TestMemoryTierCoherence: once a key's value is in the memory tier, every change to the key is
+// seen at once, through Get, ReadAt and Stat, while the change is in the write buffer and after
+// it is in a segment: an overwrite, a Delete, a conditional write, a Touch, an expiry, an
+// InvalidateAll, and eviction under MaxSize. Never the value from memory.
+func TestMemoryTierCoherence(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, c *Cache, key string) (want []byte, present bool)
+	}{
+		{"overwrite", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			v := value(key, 2, 30<<10)
+			if err := c.Put([]byte(key), v); err != nil {
+				t.Fatal(err)
+			}
+			return v, true
+		}},
+		{"delete", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			if err := c.Delete([]byte(key)); err != nil {
+				t.Fatal(err)
+			}
+			return nil, false
+		}},
+		{"conditional", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			info, err := c.Stat([]byte(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := value(key, 3, 20<<10)
+			if _, err := c.PutWith([]byte(key), v, PutOptions{If: IfVersion(info.Version)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.PutWith([]byte(key), value(key, 4, 10), PutOptions{If: IfVersion(info.Version)}); !errors.Is(err, ErrExists) {
+				t.Fatalf("a write conditional on the value in memory succeeded: %v", err)
+			}
+			return v, true
+		}},
+		{"delete-if", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			info, err := c.Stat([]byte(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.DeleteIf([]byte(key), IfVersion(info.Version)); err != nil {
+				t.Fatal(err)
+			}
+			return nil, false
+		}},
+		{"touch-then-expire", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			if err := c.Touch([]byte(key), clock().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			now.Add(int64(2 * time.Minute))
+			return nil, false
+		}},
+		{"expiry", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			now.Add(int64(2 * time.Hour)) // the value was put to expire in an hour
+			return nil, false
+		}},
+		{"invalidate", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			if err := c.InvalidateAll(time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			return nil, false
+		}},
+		{"evicted", func(t *testing.T, c *Cache, key string) ([]byte, bool) {
+			// Fill the disk past MaxSize with other keys: the key's segment goes (FIFO).
+			for i := range 200 {
+				k := fmt.Sprintf("filler%03d", i)
+				if err := c.Put([]byte(k), value(k, 0, 60<<10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Drain()
+			return nil, false
+		}},
+	} {
+		for _, drain := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/drained=%v", tc.name, drain), func(t *testing.T) {
+				opts := small(WithClock(clock))
+				if tc.name == "evicted" {
+					opts = small(WithClock(clock), WithMaxSize(4<<20), WithPolicy(PolicyFIFO), WithSegmentSize(1<<20))
+				}
+				c := open(t, t.TempDir(), opts...)
+				defer c.Close()
+				key := "key"
+				v := value(key, 1, 40<<10)
+				if _, err := c.PutWith([]byte(key), v, PutOptions{Expires: clock().Add(time.Hour)}); err != nil {
+					t.Fatal(err)
+				}
+				c.Drain()
+				warm(t, c, key, v)
+				want, present := tc.change(t, c, key)
+				if drain {
+					c.Drain()
+				}
+				for i := range 3 { // the change's record may itself be read twice and enter the tier
+					got, _, ok := readBlob(t, c, key)
+					if ok != present || present && !bytes.Equal(got, want) {
+						t.Fatalf("read %d after the change: hit %v (want %v), %d bytes, the new value: %v",
+							i, ok, present, len(got), bytes.Equal(got, want))
+					}
+					p := make([]byte, len(v)+10)
+					n, err := c.ReadAt([]byte(key), p, 0)
+					if present != (err == nil || n > 0) || present && !bytes.Equal(p[:n], want) {
+						t.Fatalf("ReadAt %d after the change: %d, %v", i, n, err)
+					}
+					if _, err := c.Stat([]byte(key)); (err == nil) != present {
+						t.Fatalf("Stat %d after the change: %v", i, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMemoryTierConcurrent: writers overwrite and delete keys with values that carry their
+// sequence number while readers read them, through Get and ReadAt; a reader never sees a key go
+// back to an older value than one it saw, nor a torn one, and the tier stays within its bound.
+// Run with -race.
+func TestMemoryTierConcurrent(t *testing.T) {
+	const keys, size = 32, 2 << 10
+	c := open(t, t.TempDir(), small(WithMemorySize(48<<10))...) // room for about half the keys
+	defer c.Close()
+	seq := func(v []byte) uint64 {
+		var s uint64
+		for i := range 8 {
+			s |= uint64(v[i]) << (8 * i)
+		}
+		return s
+	}
+	mk := func(k int, s uint64) []byte {
+		v := value(fmt.Sprint(k), int(s), size)
+		for i := range 8 {
+			v[i] = byte(s >> (8 * i))
+		}
+		return v
+	}
+	check := func(k int, v []byte) bool { return bytes.Equal(v, mk(k, seq(v))) }
+	stop := make(chan struct{})
+	var writers, readers sync.WaitGroup
+	var writes atomic.Uint64
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			var s uint64
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := w*keys/2 + rng.IntN(keys/2) // each key has one writer: its sequence grows
+				s++
+				if rng.IntN(10) == 0 {
+					_ = c.Delete([]byte(fmt.Sprint(k)))
+				} else if err := c.Put([]byte(fmt.Sprint(k)), mk(k, s)); err != nil {
+					t.Error(err)
+					return
+				}
+				if rng.IntN(20) == 0 {
+					c.Drain()
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	var over atomic.Int64
+	for r := range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 3))
+			seen := make([]uint64, keys)
+			p := make([]byte, size)
+			for range 20000 {
+				k := rng.IntN(keys)
+				var v []byte
+				if rng.IntN(2) == 0 {
+					got, _, ok := readBlob(t, c, fmt.Sprint(k))
+					if !ok {
+						continue
+					}
+					v = got
+				} else {
+					n, err := c.ReadAt([]byte(fmt.Sprint(k)), p, 0)
+					if err != nil {
+						continue
+					}
+					v = p[:n]
+				}
+				if len(v) != size || !check(k, v) {
+					t.Errorf("key %d: %d bytes, not a value written", k, len(v))
+					return
+				}
+				if s := seq(v); s < seen[k] {
+					t.Errorf("key %d: value %d after %d", k, s, seen[k])
+					return
+				} else {
+					seen[k] = s
+				}
+				if st := c.Stats(); st.MemoryBytes > st.MemoryCapacity {
+					over.Store(st.MemoryBytes)
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
+	st := c.Stats()
+	t.Logf("%d writes; memory tier: %d hits, %d inserts, %d evictions, %d declined", writes.Load(), st.MemoryHits, st.MemoryInserts, st.MemoryEvictions, st.MemoryDeclined)
+	if b := over.Load(); b != 0 {
+		t.Fatalf("the memory tier held %d bytes, over its capacity", b)
+	}
+	if st.MemoryHits == 0 {
+		t.Fatal("no read came from the memory tier: the test did not exercise it")
+	}
+}
+
+// TestMemoryTierChecksOnEntry: a value damaged on disk after its first hit does not enter the
+// memory tier on its second: the check as it enters finds the damage, counts it, and the read is
+// a miss (or, checking on read, an error); no read returns the damaged bytes from memory, with or
+// without VerifyOnRead.
+func TestMemoryTierChecksOnEntry(t *testing.T) {
+	for _, verify := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verify=%v", verify), func(t *testing.T) {
+			dir := t.TempDir()
+			c := open(t, dir, small(WithVerifyOnRead(verify))...)
+			defer c.Close()
+			v := value("k", 0, 4<<10)
+			if err := c.Put([]byte("k"), v); err != nil {
+				t.Fatal(err)
+			}
+			c.Drain()
+			if got, _, ok := readBlob(t, c, "k"); !ok || !bytes.Equal(got, v) {
+				t.Fatal("first read")
+			}
+			seg := filepath.Join(dir, segDir, segment.FileName(1))
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, h := findRecord(t, b, "k")
+			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := off + h.ValueOffset() + 100
+			if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			for i := range 3 {
+				r, ok := c.Get([]byte("k"))
+				if !ok {
+					continue
+				}
+				got, err := io.ReadAll(r)
+				if err == nil && !bytes.Equal(got, v) {
+					t.Fatalf("read %d after the damage returned damaged bytes without an error", i+2)
+				}
+			}
+			st := c.Stats()
+			if st.MemoryItems != 0 || st.MemoryHits != 0 || st.CorruptRecord == 0 {
+				t.Fatalf("after damage: tier holds %d, served %d, damage counted %d", st.MemoryItems, st.MemoryHits, st.CorruptRecord)
+			}
+		})
+	}
+}
