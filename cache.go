@@ -53,11 +53,12 @@ type Cache struct {
 
 	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
-	keep   *policy.Policy
-	mem    *memtier.Tier // the memory tier (memory.go); nil with a negative MemorySize
-	rs     *reinserter
-	closed atomic.Bool
-	stats  counters
+	keep    *policy.Policy
+	mem     *memtier.Tier // the memory tier (memory.go); nil with a negative MemorySize
+	memGate memoryGate
+	rs      *reinserter
+	closed  atomic.Bool
+	stats   counters
 
 	lastCorruption atomic.Pointer[string]
 	directOff      string // why direct I/O was turned off at open (probeDirect), or ""

@@ -3,6 +3,8 @@ package blobcache
 import (
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
@@ -19,15 +21,17 @@ import (
 //
 // What enters: a record's value on its second hit from the segments (the index's hit count for
 // the location, before this hit, is at least one), read whole by Get, Open or a ReadAt of the
-// whole value, no larger than the tier allows (memtier.MaxEntryShare), and checked against the
-// record's CRC-32C as it enters: a value that fails the check is damage, counted, and the read is
-// a miss. Values are checked once; a hit from memory makes no other pass over them.
+// whole value, no larger than the tier allows (memtier.MaxEntryShare), while entering pays
+// (memoryGate), and checked against the record's CRC-32C as it enters: a value that fails the
+// check is damage, counted, and the read is a miss. Values are checked once; a hit from memory
+// makes no other pass over them.
 
 // memTag is the tier's tag of the record at loc: its place, unique among the process's records.
 func memTag(loc index.Loc) uint64 { return uint64(loc.Segment)<<32 | uint64(loc.Offset) }
 
 // fromMemory looks the record the index gave l up in the memory tier, and counts the lookup
-// (Stat's too, which counts no hit or miss of its own). The caller ran idx.Get.
+// (Stat's too, which counts no hit or miss of its own). An entry it returns is held: the caller
+// releases it (releaseMemory) once done with its bytes. The caller ran idx.Get.
 func (l *keyLookup) fromMemory(loc index.Loc) *memtier.Entry {
 	if l.c.mem == nil || !l.memOK {
 		return nil
@@ -53,11 +57,50 @@ func (l *keyLookup) admitsToMemory(n int64) bool {
 	if c.mem == nil || !l.memOK {
 		return false
 	}
-	if !c.mem.Fits(n+memtier.EntryOverhead) || c.idx.Hits(l.h, l.loc) == 0 {
+	if !c.mem.Fits(n+memtier.EntryOverhead) || c.idx.Hits(l.h, l.loc) == 0 || !c.memGate.open(c) {
 		c.mem.NoteDeclined()
 		return false
 	}
 	return true
+}
+
+// memoryGate tells whether values entering the memory tier pay for the copy and the check they
+// cost (and, for large values, the memory the garbage collector then reclaims): over the last
+// memWindow admissions asked for, the hits the tier served must be at least memPayoff times the
+// values that entered; otherwise one value in memProbe still enters, so that data turning hot is
+// noticed. With data read evenly over far more than the tier holds, values would enter and leave
+// unread; with a hot set, each is read many times from memory. It starts open.
+type memoryGate struct {
+	asked, probes atomic.Uint64
+	closed        atomic.Bool
+	mu            sync.Mutex
+	hits, inserts uint64 // at the start of the window
+}
+
+const (
+	memWindow = 256
+	memPayoff = 1
+	memProbe  = 8
+)
+
+// open reports whether a value may enter now, and once a window reckons the window that ended.
+func (g *memoryGate) open(c *Cache) bool {
+	if g.asked.Add(1)%memWindow == 0 && g.mu.TryLock() {
+		hits, inserts := c.memoryHits(), c.mem.Stats().Inserts
+		g.closed.Store(hits-g.hits < memPayoff*(inserts-g.inserts))
+		g.hits, g.inserts = hits, inserts
+		g.mu.Unlock()
+	}
+	return !g.closed.Load() || g.probes.Add(1)%memProbe == 0
+}
+
+// memoryHits is the reads the memory tier has served.
+func (c *Cache) memoryHits() uint64 {
+	var n uint64
+	for i := range c.stats.stripes {
+		n += c.stats.stripes[i].memHits.Load()
+	}
+	return n
 }
 
 // admitToMemory checks value (the whole value of the record l found, with header hdr and
@@ -69,18 +112,14 @@ func (l *keyLookup) admitToMemory(hdr record.Header, attrs string, value []byte)
 		l.c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, l.loc.Segment, l.loc.Offset, err))
 		return false
 	}
-	// Key and value in one allocation, the key first: the lookup's key comparison brings in the
-	// start of the value.
-	b := make([]byte, len(l.key)+len(value))
-	copy(b, l.key)
-	copy(b[len(l.key):], value)
-	e := &memtier.Entry{Hash: l.h, Tag: memTag(l.loc), Key: b[:len(l.key):len(l.key)], Hdr: hdr, Attrs: attrs, Value: b[len(l.key):]}
-	l.c.mem.Insert(e)
+	l.c.mem.Add(l.h, memTag(l.loc), l.key, hdr, attrs, value)
 	return true
 }
 
 // memoryReader is Get's reader of value bytes [off, off+n) of e (n < 0: to the end), which lies
-// in memory: no buffer, no file, nothing to release.
+// in memory: no buffer, no file. The Reader holds e until it delivers its last byte or is
+// closed; one dropped without either leaves e's buffer to the garbage collector rather than to
+// the tier's reuse.
 func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
 	vlen := int64(len(e.Value))
 	off = min(off, vlen)
@@ -88,17 +127,18 @@ func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	r := &Reader{c: c, val: e.Value[off:end], size: end - off, hdr: e.Hdr, attrs: e.Attrs}
+	r := &Reader{c: c, val: e.Value[off:end], size: end - off, hdr: e.Hdr, attrs: e.Attrs, mem: e}
 	if r.size == 0 {
 		r.finish()
 	}
 	return r
 }
 
-// memoryReadAt is ReadAt's copy of value bytes [off, off+len(p)) of e into p.
-func memoryReadAt(e *memtier.Entry, p []byte, off int64) (int, error) {
+// memoryReadAt is ReadAt's copy of value bytes [off, off+len(p)) of e into p. It releases e.
+func (c *Cache) memoryReadAt(e *memtier.Entry, p []byte, off int64) (int, error) {
 	want := clampTo(p, off, int64(len(e.Value)))
 	copy(want, e.Value[min(off, int64(len(e.Value))):])
+	c.mem.Release(e)
 	if len(want) < len(p) {
 		return len(want), io.EOF
 	}

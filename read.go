@@ -74,6 +74,7 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 	for l.next() {
 		if e := l.mem; e != nil {
 			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+				c.mem.Release(e)
 				l.miss()
 				return nil, false
 			}
@@ -343,12 +344,13 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	for l.next() {
 		if e := l.mem; e != nil {
 			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+				c.mem.Release(e)
 				l.miss()
 				return 0, ErrNotFound
 			}
 			l.hit()
 			l.touched()
-			return memoryReadAt(e, p, off)
+			return c.memoryReadAt(e, p, off)
 		}
 		n, res, err := c.readAt(&l, p, off)
 		switch res {
@@ -520,10 +522,12 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	}
 	for l.next() {
 		if e := l.mem; e != nil {
-			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
+			info, fresh := infoOf(e.Hdr, e.Attrs), l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires)
+			c.mem.Release(e)
+			if !fresh {
 				return BlobInfo{}, ErrNotFound
 			}
-			return infoOf(e.Hdr, e.Attrs), nil
+			return info, nil
 		}
 		hdr, attrs, res, err := c.stat(&l)
 		switch res {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
@@ -46,6 +47,8 @@ type Reader struct {
 	hdr   record.Header // the record's header: Info is made from it when asked
 	attrs string        // the record's attributes, if any
 	err   error
+
+	mem *memtier.Entry // the memory tier's entry val lies in, held until the last byte or Close
 }
 
 // segRef is a reader's reference on a segment, released once: by the reader at the end or on
@@ -284,6 +287,10 @@ func (r *Reader) release() {
 	if r.buf != nil {
 		putBuf(r.buf)
 		r.buf = nil
+	}
+	if r.mem != nil {
+		r.c.mem.Release(r.mem)
+		r.mem = nil
 	}
 	r.ref.release()
 }

@@ -105,6 +105,10 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 }
 
 func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, error) {
+	if cfg.BlobcacheMemory != 0 {
+		opts = append(opts, blobcache.WithMemorySize(cfg.BlobcacheMemory))
+		s = append(s, Setting{"MemorySize", fmt.Sprint(cfg.BlobcacheMemory)})
+	}
 	c, err := blobcache.New(cfg.Dir, opts...)
 	if err != nil {
 		return nil, err
@@ -197,5 +201,7 @@ func (e *blobcacheEngine) Counters() map[string]int64 {
 		"put_waits": int64(s.PutWaits), "bloom_rebuilds": int64(s.BloomRebuilds),
 		"reads_page_cache": int64(s.ReadsPageCache), "reads_filled": int64(s.ReadsFilled),
 		"reads_direct": int64(s.ReadsDirect),
+		"memory_hits":  int64(s.MemoryHits), "memory_inserts": int64(s.MemoryInserts),
+		"memory_evictions": int64(s.MemoryEvictions), "memory_bytes": s.MemoryBytes,
 	}
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead: every hit checks the value's
 	// CRC-32C, as RocksDB checks every block it reads (its default).
 	BlobcacheVerify bool
+	// BlobcacheMemory is every BlobCache engine's Options.MemorySize (0: the library's default;
+	// negative: no memory tier).
+	BlobcacheMemory int64
 }
 
 // BlobCache read paths (Config.BlobcacheRead).

@@ -59,6 +59,9 @@ type Config struct {
 	BlobcacheRead string `json:"blobcache_read"`
 	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead.
 	BlobcacheVerify bool `json:"blobcache_verify,omitempty"`
+	// BlobcacheMemory is the BlobCache engines' Options.MemorySize, the memory tier (0: the
+	// library's default; negative: none).
+	BlobcacheMemory int64 `json:"blobcache_memory,omitempty"`
 	// ProfileDir, if set, gets a CPU profile of every measured window of every child and a heap
 	// profile at its end (<engine>-<phase>-<rep>-<window>.cpu.pprof and .heap.pprof); loads and
 	// warm-ups are not profiled.

@@ -2,6 +2,7 @@ package memtier
 
 import (
 	"bytes"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -20,8 +21,9 @@ const MaxEntryShare = 1.0 / 16
 // slot in a shard's map and in a queue. Bytes counts it.
 const EntryOverhead = int64(unsafe.Sizeof(Entry{})) + 64
 
-// Entry is one record's value held in memory. Its fields are set before it is inserted and
-// never change after.
+// Entry is one record's value held in memory. Its fields are set when it enters (Tier.Add) and
+// never change after; Key and Value lie in one buffer of the tier's, which it takes back, for
+// another entry, once neither the tier nor a reader holds the entry (refs).
 type Entry struct {
 	Hash  uint64
 	Tag   uint64 // the record's place on disk
@@ -30,6 +32,8 @@ type Entry struct {
 	Attrs string
 	Value []byte
 
+	buf   []byte        // Key and Value, and the rest of a size class
+	refs  atomic.Int32  // the tier's reference, while it holds the entry, and each reader's
 	hits  atomic.Uint32 // saturating at maxHits
 	state atomic.Uint32 // queue it is in (inSmall, inMain) or gone
 }
@@ -44,7 +48,7 @@ const maxHits = 3
 
 // Size is the memory the entry counts for.
 func (e *Entry) Size() int64 {
-	return int64(len(e.Key)+len(e.Value)+len(e.Attrs)) + EntryOverhead
+	return int64(cap(e.buf)+len(e.Attrs)) + EntryOverhead
 }
 
 const numShards = 64
@@ -62,6 +66,13 @@ type Tier struct {
 
 	bytes atomic.Int64
 	items atomic.Int64
+
+	// free holds buffers of entries no one holds any more, by size class, for the next entries:
+	// values that come and go then reuse memory instead of leaving it to the garbage collector.
+	// freeBytes counts them; Bytes and freeBytes together stay within the capacity.
+	freeMu    sync.Mutex
+	free      [numClasses][][]byte
+	freeBytes int64
 
 	mu    sync.Mutex // the queues and the ghost
 	small queue
@@ -88,14 +99,24 @@ func New(capacity int64) *Tier {
 
 func (t *Tier) shard(h uint64) *shard { return &t.shards[h>>58] }
 
-// Get returns the entry of key (hash h) for the record tagged tag, noting the hit for eviction;
-// nil if the tier holds none. The caller counts hits and misses.
+// Get returns the entry of key (hash h) for the record tagged tag, held for the caller, who
+// calls Release once done with its bytes, and notes the hit for eviction; nil if the tier holds
+// none. The caller counts hits and misses.
 func (t *Tier) Get(h, tag uint64, key []byte) *Entry {
 	s := t.shard(h)
 	s.mu.RLock()
 	e := s.m[h]
+	if e != nil && e.Tag == tag {
+		e.refs.Add(1) // the tier's reference is held while the entry is in the map
+	} else {
+		e = nil
+	}
 	s.mu.RUnlock()
-	if e == nil || e.Tag != tag || !bytes.Equal(e.Key, key) {
+	if e == nil {
+		return nil
+	}
+	if !bytes.Equal(e.Key, key) {
+		t.Release(e)
 		return nil
 	}
 	if e.hits.Load() < maxHits {
@@ -104,46 +125,100 @@ func (t *Tier) Get(h, tag uint64, key []byte) *Entry {
 	return e
 }
 
+// Release drops a reference Get took (or the tier's own). The last one hands the entry's buffer
+// back for another entry.
+func (t *Tier) Release(e *Entry) {
+	if e.refs.Add(-1) != 0 {
+		return
+	}
+	c := classOf(cap(e.buf))
+	t.freeMu.Lock()
+	if c >= 0 && t.bytes.Load()+t.freeBytes+int64(cap(e.buf)) <= t.capacity {
+		t.free[c] = append(t.free[c], e.buf)
+		t.freeBytes += int64(cap(e.buf))
+	}
+	t.freeMu.Unlock()
+}
+
 // Fits reports whether an entry of n bytes (its Size) may enter the tier.
 func (t *Tier) Fits(n int64) bool { return n <= t.maxEntry }
 
-// Insert adds e, replacing the entry of its hash, and evicts what it must first. An entry
-// larger than Fits allows is refused (counted as declined); false then.
-func (t *Tier) Insert(e *Entry) bool {
-	n := e.Size()
-	if !t.Fits(n) {
+// Add puts a copy of key and value in the tier as the entry of hash h for the record tagged
+// tag, with the record's header and attributes, replacing the entry of h, and evicts what it
+// must first; the copy goes into a buffer an evicted entry left when one fits. False if the
+// entry may not enter (too large, or no room).
+func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, value []byte) bool {
+	k, n := len(key), len(key)+len(value)
+	size := int64(bufSize(n)+len(attrs)) + EntryOverhead
+	if !t.Fits(size) {
 		t.declined.Add(1)
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.remove(e.Hash) // the older entry of the hash, if any, leaves first
-	for t.bytes.Load()+n > t.capacity {
+	t.remove(h) // the older entry of the hash, if any, leaves first
+	for t.bytes.Load()+size > t.capacity {
 		if !t.evictOne() {
 			break
 		}
 	}
-	if t.bytes.Load()+n > t.capacity {
+	if t.bytes.Load()+size > t.capacity {
 		t.declined.Add(1)
 		return false
 	}
-	if t.ghost.Contains(e.Hash) {
-		t.ghost.Remove(e.Hash)
+	buf := t.takeBuffer(n)
+	t.trimFree(size)
+	copy(buf, key)
+	copy(buf[k:], value)
+	e := &Entry{Hash: h, Tag: tag, Key: buf[:k:k], Hdr: hdr, Attrs: attrs, Value: buf[k:n:n], buf: buf}
+	e.refs.Store(1)
+	if t.ghost.Contains(h) {
+		t.ghost.Remove(h)
 		e.state.Store(inMain)
 		t.main.push(e)
 	} else {
 		e.state.Store(inSmall)
 		t.small.push(e)
-		t.smallBytes += n
+		t.smallBytes += size
 	}
-	s := t.shard(e.Hash)
+	s := t.shard(h)
 	s.mu.Lock()
-	s.m[e.Hash] = e
+	s.m[h] = e
 	s.mu.Unlock()
-	t.bytes.Add(n)
+	t.bytes.Add(size)
 	t.items.Add(1)
 	t.inserts.Add(1)
 	return true
+}
+
+// takeBuffer returns a buffer of n bytes (its capacity its size class's): one kept for reuse, or
+// a new one.
+func (t *Tier) takeBuffer(n int) []byte {
+	c := classOf(n)
+	if c < 0 {
+		return make([]byte, n)
+	}
+	t.freeMu.Lock()
+	var buf []byte
+	if l := len(t.free[c]); l > 0 {
+		buf = t.free[c][l-1]
+		t.free[c][l-1] = nil
+		t.free[c] = t.free[c][:l-1]
+		t.freeBytes -= int64(cap(buf))
+	}
+	t.freeMu.Unlock()
+	if buf == nil {
+		buf = make([]byte, classSize(c))
+	}
+	return buf[:n]
+}
+
+// bufSize is the capacity of the buffer of an entry of n key and value bytes.
+func bufSize(n int) int {
+	if c := classOf(n); c >= 0 {
+		return classSize(c)
+	}
+	return n
 }
 
 // Remove drops the entry of hash h, if any: its record was overwritten, deleted or evicted.
@@ -173,13 +248,15 @@ func (t *Tier) remove(h uint64) {
 	}
 }
 
-// drop counts e gone. The caller holds t.mu and has taken e out of the map.
+// drop counts e gone and releases the tier's reference. The caller holds t.mu and has taken e
+// out of the map.
 func (t *Tier) drop(e *Entry) {
 	if e.state.Swap(gone) == inSmall {
 		t.smallBytes -= e.Size()
 	}
 	t.bytes.Add(-e.Size())
 	t.items.Add(-1)
+	t.Release(e)
 	t.stale++
 	if t.stale > 64 && 2*t.stale > t.small.len()+t.main.len() {
 		t.small.compact()
@@ -253,6 +330,54 @@ func (t *Tier) evict(e *Entry) {
 	t.bytes.Add(-e.Size())
 	t.items.Add(-1)
 	t.evictions.Add(1)
+	t.Release(e)
+}
+
+// trimFree lets the garbage collector have kept buffers until n more bytes of entries fit
+// beside them within the capacity. The caller holds t.mu.
+func (t *Tier) trimFree(n int64) {
+	t.freeMu.Lock()
+	defer t.freeMu.Unlock()
+	for c := numClasses - 1; c >= 0 && t.bytes.Load()+n+t.freeBytes > t.capacity; c-- {
+		for len(t.free[c]) > 0 && t.bytes.Load()+n+t.freeBytes > t.capacity {
+			l := len(t.free[c])
+			t.freeBytes -= int64(cap(t.free[c][l-1]))
+			t.free[c][l-1] = nil
+			t.free[c] = t.free[c][:l-1]
+		}
+	}
+}
+
+// Size classes of entry buffers: 64 bytes, then four a power of two (2^k·5/4, ·6/4, ·7/4, 2^(k+1))
+// up to 64 MiB; a larger buffer is made to measure and not kept.
+const (
+	minClassShift = 6
+	maxClassShift = 26
+	numClasses    = 1 + (maxClassShift-minClassShift)*4
+)
+
+// classOf is the class of a buffer of n bytes, the smallest that holds n; -1 past the largest.
+func classOf(n int) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
+	step := 1 << (k - 2)
+	q := (n + step - 1) / step // 5..8
+	c := 1 + (k-minClassShift)*4 + (q - 5)
+	if c >= numClasses {
+		return -1
+	}
+	return c
+}
+
+// classSize is the bytes of a buffer of class c.
+func classSize(c int) int {
+	if c == 0 {
+		return 1 << minClassShift
+	}
+	k := (c-1)/4 + minClassShift
+	return (5 + (c-1)%4) << (k - 2)
 }
 
 // Stats is what the tier holds and has done.

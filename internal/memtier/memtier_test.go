@@ -8,16 +8,31 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
-func entry(key string, tag uint64, n int) *Entry {
-	return &Entry{Hash: xxhash.Sum64String(key), Tag: tag, Key: []byte(key), Value: make([]byte, n)}
+// add adds to t the entry of key, tagged tag, with a value of n bytes, the first of them v0,
+// and returns it (nil if it did not enter).
+func add(t *Tier, key string, tag uint64, n int, v0 byte) *Entry {
+	v := make([]byte, n)
+	if n > 0 {
+		v[0] = v0
+	}
+	h := xxhash.Sum64String(key)
+	if !t.Add(h, tag, []byte(key), record.Header{}, "", v) {
+		return nil
+	}
+	s := t.shard(h)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m[h]
 }
 
 func TestGetIsBoundToTagAndKey(t *testing.T) {
 	tr := New(1 << 20)
-	e := entry("k", 7, 100)
-	if !tr.Insert(e) {
+	e := add(tr, "k", 7, 100, 0)
+	if e == nil {
 		t.Fatal("insert refused")
 	}
 	if got := tr.Get(e.Hash, 7, []byte("k")); got != e {
@@ -29,8 +44,7 @@ func TestGetIsBoundToTagAndKey(t *testing.T) {
 	if tr.Get(e.Hash, 7, []byte("other key, same hash")) != nil {
 		t.Fatal("found for another key of the same hash")
 	}
-	newer := entry("k", 9, 50)
-	tr.Insert(newer)
+	newer := add(tr, "k", 9, 50, 0)
 	if tr.Get(e.Hash, 7, []byte("k")) != nil || tr.Get(e.Hash, 9, []byte("k")) != newer {
 		t.Fatal("a newer entry of the key did not replace the older")
 	}
@@ -45,7 +59,7 @@ func TestGetIsBoundToTagAndKey(t *testing.T) {
 
 func TestRefusesLargeEntries(t *testing.T) {
 	tr := New(1 << 20)
-	if tr.Insert(entry("big", 1, 1<<20/16)) {
+	if add(tr, "big", 1, 1<<20/16, 0) != nil {
 		t.Fatal("an entry over MaxEntryShare of the capacity entered")
 	}
 	if tr.Stats().Declined != 1 {
@@ -59,11 +73,10 @@ func TestRefusesLargeEntries(t *testing.T) {
 func TestS3FIFO(t *testing.T) {
 	const size = 1000
 	tr := New(100 * (size + EntryOverhead + 8))
-	hot := entry("hot", 1, size)
-	tr.Insert(hot)
+	hot := add(tr, "hot", 1, size, 0)
 	tr.Get(hot.Hash, 1, hot.Key)
 	for i := range 1000 {
-		tr.Insert(entry(fmt.Sprintf("cold%04d", i), 1, size))
+		add(tr, fmt.Sprintf("cold%04d", i), 1, size, 0)
 	}
 	if tr.Get(hot.Hash, 1, hot.Key) == nil {
 		t.Fatal("the hot key was evicted by a scan")
@@ -77,8 +90,7 @@ func TestS3FIFO(t *testing.T) {
 			last = i
 		}
 	}
-	c := entry(fmt.Sprintf("cold%04d", last), 2, size)
-	tr.Insert(c)
+	c := add(tr, fmt.Sprintf("cold%04d", last), 2, size, 0)
 	if c.state.Load() != inMain {
 		t.Fatalf("cold%04d, which the ghost remembers, did not enter main", last)
 	}
@@ -104,14 +116,15 @@ func TestBoundUnderConcurrency(t *testing.T) {
 				tag := uint64(rng.IntN(3))
 				switch rng.IntN(10) {
 				case 0, 1:
-					e := entry(k, tag, 1+rng.IntN(8<<10))
-					e.Value[0] = byte(tag)
-					tr.Insert(e)
+					add(tr, k, tag, 1+rng.IntN(8<<10), byte(tag))
 				case 2:
 					tr.Remove(h)
 				default:
-					if e := tr.Get(h, tag, []byte(k)); e != nil && (e.Tag != tag || string(e.Key) != k || len(e.Value) > 0 && e.Value[0] != byte(tag)) {
-						t.Errorf("Get(%s, %d) found tag %d key %s", k, tag, e.Tag, e.Key)
+					if e := tr.Get(h, tag, []byte(k)); e != nil {
+						if e.Tag != tag || string(e.Key) != k || e.Value[0] != byte(tag) {
+							t.Errorf("Get(%s, %d) found tag %d key %s value %d", k, tag, e.Tag, e.Key, e.Value[0])
+						}
+						tr.Release(e)
 					}
 				}
 				if b := tr.Stats().Bytes; b > tr.capacity {
@@ -142,8 +155,7 @@ func TestBoundUnderConcurrency(t *testing.T) {
 func TestQueuesDropRemovedEntries(t *testing.T) {
 	tr := New(64 << 20)
 	for i := range 10000 {
-		e := entry(fmt.Sprintf("k%05d", i), 1, 10)
-		tr.Insert(e)
+		e := add(tr, fmt.Sprintf("k%05d", i), 1, 10, 0)
 		tr.Remove(e.Hash)
 	}
 	if n := tr.small.len() + tr.main.len(); n > 200 {
@@ -151,15 +163,58 @@ func TestQueuesDropRemovedEntries(t *testing.T) {
 	}
 }
 
+// TestBuffersReused: entries that come and go reuse the buffers of those gone, and a buffer an
+// entry still held by a reader has is not given to another until the reader releases it.
+func TestBuffersReused(t *testing.T) {
+	tr := New(1 << 20)
+	held := add(tr, "held", 1, 10000, 'h')
+	r := tr.Get(held.Hash, 1, held.Key) // a reader holds it
+	tr.Remove(held.Hash)
+	for i := range 1000 {
+		add(tr, fmt.Sprintf("k%04d", i), 1, 10000, 'x')
+	}
+	if r.Value[0] != 'h' || string(r.Key) != "held" {
+		t.Fatal("the buffer of an entry a reader held was given to another entry")
+	}
+	tr.Release(r)
+	st := tr.Stats()
+	if made := st.Inserts; made != 1001 {
+		t.Fatalf("%d inserts", made)
+	}
+	if tr.freeBytes+st.Bytes > tr.capacity {
+		t.Fatalf("%d bytes held and %d kept for reuse, over the capacity %d", st.Bytes, tr.freeBytes, tr.capacity)
+	}
+	v := make([]byte, 10000)
+	allocs := testing.AllocsPerRun(100, func() { tr.Add(42, 1, []byte("key"), record.Header{}, "", v) })
+	if allocs > 1.5 { // the Entry; its buffer is one an evicted entry left
+		t.Fatalf("%.1f allocations per entry that comes and goes: buffers are not reused", allocs)
+	}
+}
+
+func TestClasses(t *testing.T) {
+	prev := 0
+	for c := range numClasses {
+		n := classSize(c)
+		if n <= prev || classOf(n) != c || classOf(prev+1) != c || c > 0 && n > prev+prev/4+64 {
+			t.Fatalf("class %d: size %d after %d (classOf %d, %d)", c, n, prev, classOf(n), classOf(prev+1))
+		}
+		prev = n
+	}
+	if classOf(prev+1) != -1 {
+		t.Fatal("a class past the largest")
+	}
+}
+
 func BenchmarkGet(b *testing.B) {
 	tr := New(64 << 20)
-	e := entry("key", 1, 4096)
-	tr.Insert(e)
+	e := add(tr, "key", 1, 4096, 0)
 	b.ReportAllocs()
 	for b.Loop() {
-		if tr.Get(e.Hash, 1, e.Key) == nil {
+		g := tr.Get(e.Hash, 1, e.Key)
+		if g == nil {
 			b.Fatal("miss")
 		}
+		tr.Release(g)
 	}
 }
 
