@@ -3,6 +3,7 @@ package blobcache
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -41,11 +42,7 @@ func (l *keyLookup) fromMemory(loc index.Loc) *memtier.Entry {
 	if st == nil {
 		st = l.c.stats.stripe(l.h)
 	}
-	if e != nil {
-		st.memHits.Add(1)
-	} else {
-		st.memMisses.Add(1)
-	}
+	st.countMemory(e != nil)
 	return e
 }
 
@@ -54,7 +51,7 @@ func (l *keyLookup) fromMemory(loc index.Loc) *memtier.Entry {
 // or later. Otherwise the refusal is counted.
 func (l *keyLookup) admitsToMemory(n int64) bool {
 	c := l.c
-	if c.mem == nil || !l.memOK {
+	if c.mem == nil {
 		return false
 	}
 	if !c.mem.Fits(n+memtier.EntryOverhead) || c.idx.Hits(l.h, l.loc) == 0 || !c.memGate.open(c) {
@@ -117,9 +114,10 @@ func (l *keyLookup) admitToMemory(hdr record.Header, attrs string, value []byte)
 }
 
 // memoryReader is Get's reader of value bytes [off, off+n) of e (n < 0: to the end), which lies
-// in memory: no buffer, no file. The Reader holds e until it delivers its last byte or is
-// closed; one dropped without either leaves e's buffer to the garbage collector rather than to
-// the tier's reuse.
+// in memory: no file. Up to OpenHead bytes are copied into a pooled buffer and e is released at
+// once; a larger range is read from e in place, and the Reader holds e until it delivers its last
+// byte or is closed, with a cleanup that releases it for a Reader dropped without either (the
+// tier's buffers lie outside the Go heap).
 func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
 	vlen := int64(len(e.Value))
 	off = min(off, vlen)
@@ -127,22 +125,43 @@ func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	r := &Reader{c: c, val: e.Value[off:end], size: end - off, hdr: e.Hdr, attrs: e.Attrs, mem: e}
+	r := &Reader{c: c, size: end - off, hdr: e.Hdr, attrs: e.Attrs}
+	if r.size <= OpenHead {
+		r.buf = getBuf(int(r.size))
+		copy(*r.buf, e.Value[off:end])
+		r.val = *r.buf
+		c.mem.Release(e)
+	} else {
+		r.val = e.Value[off:end]
+		r.mem = &memHold{tier: c.mem, e: e}
+		runtime.AddCleanup(r, func(h *memHold) { h.release() }, r.mem)
+	}
 	if r.size == 0 {
 		r.finish()
 	}
 	return r
 }
 
-// memoryReadAt is ReadAt's copy of value bytes [off, off+len(p)) of e into p. It releases e.
-func (c *Cache) memoryReadAt(e *memtier.Entry, p []byte, off int64) (int, error) {
-	want := clampTo(p, off, int64(len(e.Value)))
-	copy(want, e.Value[min(off, int64(len(e.Value))):])
-	c.mem.Release(e)
-	if len(want) < len(p) {
-		return len(want), io.EOF
+// readAtMemory is ReadAt's step 3 from the memory tier: the value bytes [off, off+len(p)) of
+// the record at loc, copied into p, if the tier holds it (done false otherwise). An expired or
+// invalidated record is a miss, as from disk.
+func (l *keyLookup) readAtMemory(loc index.Loc, p []byte, off int64) (n int, err error, done bool) {
+	n, hdr, ok := l.c.mem.CopyTo(l.h, memTag(loc), l.key, p, off)
+	l.st.countMemory(ok)
+	if !ok {
+		return 0, nil, false
 	}
-	return len(want), nil
+	l.loc = loc
+	if !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
+		l.miss()
+		return 0, ErrNotFound, true
+	}
+	l.hit()
+	l.touched()
+	if n < len(p) {
+		return n, io.EOF, true
+	}
+	return n, nil, true
 }
 
 // forgetMemory drops the memory tier's entry of key hash h, whose record was deleted or evicted:

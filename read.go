@@ -328,7 +328,6 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
-	l.memOK = true
 	if v, n, ok := l.bufferedValue(p, off); ok {
 		// Still in the write buffer: copied straight into p, no allocation.
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
@@ -341,17 +340,17 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		}
 		return n, nil
 	}
-	for l.next() {
-		if e := l.mem; e != nil {
-			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
-				c.mem.Release(e)
-				l.miss()
-				return 0, ErrNotFound
+	// The memory tier first, its bytes copied under its lock (no hold on the entry); then the
+	// file, whose read may bring the value into the tier (l.memOK stays false: next takes no
+	// entry).
+	if c.mem != nil {
+		if loc, ok := c.idx.Get(h); ok {
+			if n, err, done := l.readAtMemory(loc, p, off); done {
+				return n, err
 			}
-			l.hit()
-			l.touched()
-			return c.memoryReadAt(e, p, off)
 		}
+	}
+	for l.next() {
 		n, res, err := c.readAt(&l, p, off)
 		switch res {
 		case openHit:

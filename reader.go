@@ -48,7 +48,22 @@ type Reader struct {
 	attrs string        // the record's attributes, if any
 	err   error
 
-	mem *memtier.Entry // the memory tier's entry val lies in, held until the last byte or Close
+	mem *memHold // the memory tier's entry val lies in, held until the last byte or Close
+}
+
+// memHold is a reader's hold on an entry of the memory tier, released once: by the reader at the
+// end or on Close, or by the cleanup registered for a reader dropped early (the entry's buffer
+// lies outside the Go heap, and goes back to the tier only once released).
+type memHold struct {
+	tier     *memtier.Tier
+	e        *memtier.Entry
+	released atomic.Bool
+}
+
+func (h *memHold) release() {
+	if h != nil && !h.released.Swap(true) {
+		h.tier.Release(h.e)
+	}
 }
 
 // segRef is a reader's reference on a segment, released once: by the reader at the end or on
@@ -288,10 +303,7 @@ func (r *Reader) release() {
 		putBuf(r.buf)
 		r.buf = nil
 	}
-	if r.mem != nil {
-		r.c.mem.Release(r.mem)
-		r.mem = nil
-	}
+	r.mem.release()
 	r.ref.release()
 }
 

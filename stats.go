@@ -122,6 +122,15 @@ type counterStripe struct {
 
 const numStripes = 8
 
+// countMemory counts a lookup in the memory tier: a hit if hit, else a miss.
+func (st *counterStripe) countMemory(hit bool) {
+	if hit {
+		st.memHits.Add(1)
+	} else {
+		st.memMisses.Add(1)
+	}
+}
+
 type counters struct {
 	stripes [numStripes]counterStripe
 

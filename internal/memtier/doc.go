@@ -13,7 +13,7 @@
 // hit while there moves it to the main queue when it reaches the head, and one that was not hit
 // leaves its key hash in a ghost, so that the key's next entry goes straight to main; main is a
 // FIFO whose entries hit since they were last at the head go round again (a two-bit count,
-// CLOCK). Entries larger than MaxEntryShare of the capacity are refused.
+// CLOCK). Entries larger than MaxEntryShare of the capacity, or than MaxEntry, are refused.
 //
 // Invariants:
 //

@@ -14,8 +14,13 @@ import (
 // SmallShare is the share of the capacity the small (probation) queue holds, as S3-FIFO's.
 const SmallShare = 0.1
 
-// MaxEntryShare is the largest share of the capacity one entry may take.
-const MaxEntryShare = 1.0 / 16
+// MaxEntryShare is the largest share of the capacity one entry may take, and MaxEntry the most
+// bytes: a larger value is read in pieces (it would take a buffer of its size to enter), and a
+// few of them would be most of the tier.
+const (
+	MaxEntryShare = 1.0 / 16
+	MaxEntry      = 4 << 20
+)
 
 // EntryOverhead is what an entry costs beyond its key, value and attributes: the Entry, its
 // slot in a shard's map and in a queue. Bytes counts it.
@@ -73,6 +78,7 @@ type Tier struct {
 	freeMu    sync.Mutex
 	free      [numClasses][][]byte
 	freeBytes int64
+	arena     arena // where buffers come from and go back to
 
 	mu    sync.Mutex // the queues and the ghost
 	small queue
@@ -89,7 +95,7 @@ type Tier struct {
 
 // New returns a tier of capacity bytes (> 0).
 func New(capacity int64) *Tier {
-	t := &Tier{capacity: capacity, maxEntry: int64(float64(capacity) * MaxEntryShare)}
+	t := &Tier{capacity: capacity, maxEntry: min(int64(float64(capacity)*MaxEntryShare), MaxEntry)}
 	for i := range t.shards {
 		t.shards[i].m = make(map[uint64]*Entry)
 	}
@@ -125,6 +131,29 @@ func (t *Tier) Get(h, tag uint64, key []byte) *Entry {
 	return e
 }
 
+// CopyTo copies the value bytes [off, off+len(p)) of the entry of key (hash h) for the record
+// tagged tag into p, and returns how many it copied, the entry's header, and whether the tier
+// holds the entry. The copy is made under the shard's read lock, which keeps the entry from
+// leaving (and its buffer from being reused) meanwhile: no reference is taken.
+func (t *Tier) CopyTo(h, tag uint64, key, p []byte, off int64) (n int, hdr record.Header, ok bool) {
+	s := t.shard(h)
+	s.mu.RLock()
+	e := s.m[h]
+	if e == nil || e.Tag != tag || !bytes.Equal(e.Key, key) {
+		s.mu.RUnlock()
+		return 0, hdr, false
+	}
+	if off < int64(len(e.Value)) {
+		n = copy(p, e.Value[off:])
+	}
+	hdr = e.Hdr
+	if e.hits.Load() < maxHits {
+		e.hits.Add(1)
+	}
+	s.mu.RUnlock()
+	return n, hdr, true
+}
+
 // Release drops a reference Get took (or the tier's own). The last one hands the entry's buffer
 // back for another entry.
 func (t *Tier) Release(e *Entry) {
@@ -132,10 +161,15 @@ func (t *Tier) Release(e *Entry) {
 		return
 	}
 	c := classOf(cap(e.buf))
+	if c < 0 {
+		return // made to measure on the heap: the garbage collector's
+	}
 	t.freeMu.Lock()
-	if c >= 0 && t.bytes.Load()+t.freeBytes+int64(cap(e.buf)) <= t.capacity {
+	if t.bytes.Load()+t.freeBytes+int64(cap(e.buf)) <= t.capacity {
 		t.free[c] = append(t.free[c], e.buf)
 		t.freeBytes += int64(cap(e.buf))
+	} else {
+		t.arena.release(c, e.buf)
 	}
 	t.freeMu.Unlock()
 }
@@ -206,10 +240,10 @@ func (t *Tier) takeBuffer(n int) []byte {
 		t.free[c] = t.free[c][:l-1]
 		t.freeBytes -= int64(cap(buf))
 	}
-	t.freeMu.Unlock()
 	if buf == nil {
-		buf = make([]byte, classSize(c))
+		buf = t.arena.alloc(c)
 	}
+	t.freeMu.Unlock()
 	return buf[:n]
 }
 
@@ -341,9 +375,11 @@ func (t *Tier) trimFree(n int64) {
 	for c := numClasses - 1; c >= 0 && t.bytes.Load()+n+t.freeBytes > t.capacity; c-- {
 		for len(t.free[c]) > 0 && t.bytes.Load()+n+t.freeBytes > t.capacity {
 			l := len(t.free[c])
-			t.freeBytes -= int64(cap(t.free[c][l-1]))
+			b := t.free[c][l-1]
+			t.freeBytes -= int64(cap(b))
 			t.free[c][l-1] = nil
 			t.free[c] = t.free[c][:l-1]
+			t.arena.release(c, b)
 		}
 	}
 }
