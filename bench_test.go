@@ -77,7 +77,7 @@ type fixture struct {
 
 var (
 	missFixture fixture // 1M blobs of 16 bytes
-	hitFixture  fixture // 16K blobs of 4 KiB, no memory tier: hits from the segments
+	hitFixture  fixture // 16K blobs of 4 KiB (no memory tier, the default): hits from the segments
 	memFixture  fixture // 16K blobs of 4 KiB, a memory tier that holds them all
 )
 
@@ -157,7 +157,7 @@ func BenchmarkGetMissParallel(b *testing.B) {
 // into a reused buffer, Close. There is no memory tier: every hit reads from a segment file.
 func BenchmarkGetHit4K(b *testing.B) {
 	const n = 16 << 10
-	c := hitFixture.get(b, n, 4<<10, WithMemorySize(-1))
+	c := hitFixture.get(b, n, 4<<10)
 	keys := benchKeys('k', n)
 	buf := make([]byte, 8<<10)
 	// Warm the page cache.
@@ -187,7 +187,7 @@ func BenchmarkGetHit4K(b *testing.B) {
 // BenchmarkReadAt4K is the zero-allocation hit path from a segment file (no memory tier).
 func BenchmarkReadAt4K(b *testing.B) {
 	const n = 16 << 10
-	c := hitFixture.get(b, n, 4<<10, WithMemorySize(-1))
+	c := hitFixture.get(b, n, 4<<10)
 	keys := benchKeys('k', n)
 	buf := make([]byte, 4<<10)
 	b.SetBytes(4 << 10)

@@ -54,7 +54,7 @@ type Cache struct {
 	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
 	keep    *policy.Policy
-	mem     *memtier.Tier // the memory tier (memory.go); nil with a negative MemorySize
+	mem     *memtier.Tier // the memory tier (memory.go); nil without MemorySize
 	memGate memoryGate
 	rs      *reinserter
 	closed  atomic.Bool

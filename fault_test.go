@@ -169,8 +169,7 @@ func TestReadFaults(t *testing.T) {
 func testReadFaults(t *testing.T, direct bool) {
 	fs := faultyFS(t)
 	dir := t.TempDir()
-	// No memory tier: every read is to reach the segment, where the faults are.
-	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true), WithMemorySize(-1)}
+	opts := []Option{withFS(fs), WithWriteBufferSize(4 << 20), WithSegmentSize(16 << 20), WithVerifyOnRead(true)}
 	if direct {
 		opts = append(opts, WithDirectIOReads(true))
 	}

@@ -47,7 +47,7 @@ func warm(t *testing.T, c *Cache, key string, want []byte) {
 // and later hits (Get, GetRange, ReadAt at an offset, Stat) come from it, with the same bytes
 // and metadata, reading nothing.
 func TestMemoryTierServesHits(t *testing.T) {
-	c := open(t, t.TempDir(), small()...)
+	c := open(t, t.TempDir(), small(WithMemorySize(64<<20))...)
 	defer c.Close()
 	v := value("k", 1, 50<<10)
 	if _, err := c.PutWith([]byte("k"), v, PutOptions{Flags: 7, Attrs: "type: x"}); err != nil {
@@ -165,9 +165,9 @@ func TestMemoryTierCoherence(t *testing.T) {
 	} {
 		for _, drain := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/drained=%v", tc.name, drain), func(t *testing.T) {
-				opts := small(WithClock(clock))
+				opts := small(WithClock(clock), WithMemorySize(64<<20))
 				if tc.name == "evicted" {
-					opts = small(WithClock(clock), WithMaxSize(4<<20), WithPolicy(PolicyFIFO), WithSegmentSize(1<<20))
+					opts = small(WithClock(clock), WithMemorySize(64<<20), WithMaxSize(4<<20), WithPolicy(PolicyFIFO), WithSegmentSize(1<<20))
 				}
 				c := open(t, t.TempDir(), opts...)
 				defer c.Close()
@@ -316,7 +316,7 @@ func TestMemoryTierChecksOnEntry(t *testing.T) {
 	for _, verify := range []bool{false, true} {
 		t.Run(fmt.Sprintf("verify=%v", verify), func(t *testing.T) {
 			dir := t.TempDir()
-			c := open(t, dir, small(WithVerifyOnRead(verify))...)
+			c := open(t, dir, small(WithVerifyOnRead(verify), WithMemorySize(64<<20))...)
 			defer c.Close()
 			v := value("k", 0, 4<<10)
 			if err := c.Put([]byte("k"), v); err != nil {

@@ -180,9 +180,9 @@ func optionVariants() []optionVariant {
 		// Two regions (PolicyProbation with eight segments or more): promotions, the ghost
 		// set, and segments evicted out of id order.
 		{"evict-probation", small(WithSegmentSize(probationTestSegment), WithMaxSize(4*probationTestSegment)), true, false},
-		// The memory tier: off, and small enough to evict (every other variant has the
-		// default's, which holds everything these runs write).
-		{"memory-off", small(WithMemorySize(-1)), false, false},
+		// The memory tier (off by default): one that holds everything these runs write, and
+		// one small enough to evict.
+		{"memory", small(WithMemorySize(64 << 20)), false, false},
 		{"memory-small-evict", small(WithMaxSize(4<<20), WithMemorySize(512<<10)), true, false},
 	}
 }

@@ -180,7 +180,8 @@ type Options struct {
 	// from the segments, read whole and checked against its CRC-32C; the tier evicts as S3-FIFO
 	// does, and an entry is bound to its record, so an overwrite, a Delete, an expiry,
 	// InvalidateAll or an eviction never leaves an older value readable from it. It starts
-	// empty at every open. 0: DefaultMemorySize; negative: no memory tier.
+	// empty at every open. Default 0: no memory tier (docs/BENCHMARKS.md, "The memory tier",
+	// has the measurements behind the default).
 	MemorySize int64
 
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
@@ -207,7 +208,6 @@ const (
 	DefaultBloomBitsPerKey    = 12
 	DefaultBloomMaxFPR        = 0.03
 	DefaultReinsertShare      = 0.8
-	DefaultMemorySize         = 64 << 20
 	maxSegmentSize            = segment.MaxSize
 	minDerivedSegmentSize     = 4 << 20 // the smallest segment a MaxSize alone picks
 	derivedSegmentsPerCache   = 32      // a MaxSize alone picks segments of this share of it
@@ -250,9 +250,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReinsertShare == 0 {
 		o.ReinsertShare = DefaultReinsertShare
-	}
-	if o.MemorySize == 0 {
-		o.MemorySize = DefaultMemorySize
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -304,6 +301,8 @@ func (o Options) Validate() error {
 		return bad("unknown Policy %d", o.Policy)
 	case o.ReinsertShare <= 0 || o.ReinsertShare >= 1:
 		return bad("ReinsertShare %v is outside (0, 1)", o.ReinsertShare)
+	case o.MemorySize < 0:
+		return bad("MemorySize %d is negative", o.MemorySize)
 	case o.WriteBudget < 0:
 		return bad("WriteBudget %d is negative", o.WriteBudget)
 	}
@@ -393,7 +392,7 @@ func WithReinsertShare(share float64) Option { return func(o *Options) { o.Reins
 // WithAdmission sets Options.Admission.
 func WithAdmission(a Admission) Option { return func(o *Options) { o.Admission = a } }
 
-// WithMemorySize sets Options.MemorySize, the memory tier's capacity in bytes (negative: none).
+// WithMemorySize sets Options.MemorySize, the memory tier's capacity in bytes (0: none).
 func WithMemorySize(n int64) Option { return func(o *Options) { o.MemorySize = n } }
 
 // WithWriteBudget sets Options.WriteBudget, in bytes per second.

@@ -465,15 +465,14 @@ func TestPolicyOptionsValidate(t *testing.T) {
 }
 
 // TestFIFOSetsNoBits: under PolicyFIFO nothing is reinserted, and with a fixed read route
-// (BufferedReads or DirectIOReads) and no memory tier the hit path leaves the access bits alone,
-// as nothing reads them; with the default per-read route a hit sets its bit, which the route
-// reads.
+// (BufferedReads or DirectIOReads) the hit path leaves the access bits alone, as nothing reads
+// them; with the default per-read route a hit sets its bit, which the route reads.
 func TestFIFOSetsNoBits(t *testing.T) {
 	for _, tc := range []struct {
 		opt     Option
 		wantBit bool
 	}{{WithBufferedReads(true), false}, {WithDirectIOReads(true), false}, {WithBufferedReads(false), true}} {
-		c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyFIFO), WithMemorySize(-1), tc.opt)...)
+		c := open(t, t.TempDir(), small(WithMaxSize(8<<20), WithPolicy(PolicyFIFO), tc.opt)...)
 		if err := c.Put([]byte("k"), value("k", 0, 100)); err != nil {
 			t.Fatal(err)
 		}

@@ -95,9 +95,9 @@ func TestPoolReadMemory(t *testing.T) {
 		exact bool
 	}
 	for _, rd := range []reads{
-		{"buffered", []Option{WithBufferedReads(true), WithMemorySize(-1)}, true},
-		{"routed", []Option{WithMemorySize(-1)}, false},
-		{"direct", []Option{WithDirectIOReads(true), WithMemorySize(-1)}, false},
+		{"buffered", []Option{WithBufferedReads(true)}, true},
+		{"routed", nil, false},
+		{"direct", []Option{WithDirectIOReads(true)}, false},
 		// A record that may enter the memory tier is read whole on its second hit (Open's,
 		// here), and served from memory, with no buffer, after.
 		{"memory tier", []Option{WithMemorySize(64 << 20)}, false},

@@ -101,7 +101,7 @@ func TestFillGate(t *testing.T) {
 // Get, ReadAt and GetRange. A small blob never picks a route. With BufferedReads or
 // DirectIOReads nothing is counted.
 func TestReadRoutes(t *testing.T) {
-	c := open(t, t.TempDir(), WithSegmentSize(64<<20), WithWriteBufferSize(4<<20), WithMemorySize(-1)) // every hit from the segment
+	c := open(t, t.TempDir(), WithSegmentSize(64<<20), WithWriteBufferSize(4<<20))
 	defer c.Close()
 	if c.Stats().DirectIOOff != "" {
 		t.Skipf("the file system refuses O_DIRECT: %s", c.Stats().DirectIOOff)

@@ -67,8 +67,8 @@ type Config struct {
 	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead: every hit checks the value's
 	// CRC-32C, as RocksDB checks every block it reads (its default).
 	BlobcacheVerify bool
-	// BlobcacheMemory is every BlobCache engine's Options.MemorySize (0: the library's default;
-	// negative: no memory tier).
+	// BlobcacheMemory is every BlobCache engine's Options.MemorySize (0: no memory tier, the
+	// library's default).
 	BlobcacheMemory int64
 }
 

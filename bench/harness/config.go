@@ -59,8 +59,8 @@ type Config struct {
 	BlobcacheRead string `json:"blobcache_read"`
 	// BlobcacheVerify turns on blobcache-prod's VerifyOnRead.
 	BlobcacheVerify bool `json:"blobcache_verify,omitempty"`
-	// BlobcacheMemory is the BlobCache engines' Options.MemorySize, the memory tier (0: the
-	// library's default; negative: none).
+	// BlobcacheMemory is the BlobCache engines' Options.MemorySize, the memory tier (0: none,
+	// the library's default).
 	BlobcacheMemory int64 `json:"blobcache_memory,omitempty"`
 	// ProfileDir, if set, gets a CPU profile of every measured window of every child and a heap
 	// profile at its end (<engine>-<phase>-<rep>-<window>.cpu.pprof and .heap.pprof); loads and

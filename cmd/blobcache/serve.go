@@ -58,7 +58,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		policy, admission                    string
 		ghostEntries                         int
 		writeBudget                          = sizeFlag(0)
-		memory                               = sizeFlag(blobcache.DefaultMemorySize)
+		memory                               = sizeFlag(0)
 	)
 	fl.StringVar(&cfg.Dir, "dir", defaultDir(), "cache directory (created if missing)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
@@ -80,7 +80,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "time to write a response")
 	fl.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close idle keep-alive connections after this long (default 2m HTTP, 5m memcached)")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time allowed to requests in progress at shutdown")
-	fl.Var(&memory, "memory", "memory for hot values (the memory tier), like memcached's -m; 0: none")
+	fl.Var(&memory, "memory", "memory for hot values (the memory tier), like memcached's -m (default none)")
 	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it (default unlimited)")
 	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
 	fl.Var(&wbufSize, "write-buffer-size", "write batch size (default 16M); larger values skip the batch")
@@ -120,9 +120,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Cache.VerifyOnRead = !noVerify
 	cfg.Cache.WriteBudget = int64(writeBudget)
 	cfg.Cache.MemorySize = int64(memory)
-	if memory <= 0 {
-		cfg.Cache.MemorySize = -1 // none
-	}
 	switch policy {
 	case "", "probation":
 		cfg.Cache.Policy = blobcache.PolicyProbation

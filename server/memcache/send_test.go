@@ -21,9 +21,8 @@ func TestGetSendsFromTheFile(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("sendfile(2) is Linux's")
 	}
-	// No memory tier: the second get of big would be served from it.
 	e := newEnvWith(t, Config{}, store.Config{}, []blobcache.Option{blobcache.WithWriteBufferSize(8 << 20),
-		blobcache.WithSegmentSize(32 << 20), blobcache.WithExpectedBlobs(1000), blobcache.WithMemorySize(-1)})
+		blobcache.WithSegmentSize(32 << 20), blobcache.WithExpectedBlobs(1000)})
 	big := bytes.Repeat([]byte("0123456789abcdef"), 100<<10/16)
 	small := []byte("small value")
 	nc, err := net.Dial("tcp", e.addr)

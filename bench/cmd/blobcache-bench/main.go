@@ -56,7 +56,7 @@ func run(args []string) error {
 
 	rocksL0 := fs.Int("rocksdb-l0-files", d.RocksDBL0Files, "mixed: size RocksDB's memtables so the phase's data makes about this many L0 files (seed 000: 455; 0: a seventh of the budget)")
 	engineExe := fs.String("engine-exe", "", "binaries to run engines' children from, engine=path,... (engine may end in * to match a prefix); default: this binary for all")
-	bcMemory := fs.Int64("blobcache-memory", 0, "the BlobCache engines' memory tier, MiB (Options.MemorySize; 0: the library's default, -1: none)")
+	bcMemory := fs.Int64("blobcache-memory", 0, "the BlobCache engines' memory tier, MiB (Options.MemorySize; 0: none, the library's default)")
 	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcDirectBuffer := fs.Int64("blobcache-direct-buffer", d.BlobcacheDirectBuffer>>20, "blobcache-direct's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
