@@ -14,6 +14,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/cachedir"
 	"github.com/seed57392e9e/blobcache/internal/index"
+	"github.com/seed57392e9e/blobcache/internal/intent"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -55,6 +56,7 @@ type Cache struct {
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
 	keep    *policy.Policy
 	mem     *memtier.Tier // the memory tier (memory.go); nil without MemorySize
+	intents *intent.Log   // the intent log (intents.go); nil for a read-only cache
 	memGate memoryGate
 	rs      *reinserter
 	closed  atomic.Bool
@@ -128,6 +130,11 @@ func New(path string, opts ...Option) (*Cache, error) {
 		c.lock.Close()
 		return nil, err
 	}
+	if err := c.openIntents(); err != nil {
+		c.closeSegments()
+		c.lock.Close()
+		return nil, err
+	}
 	if o.ReadOnly {
 		c.lost = nil // forgotten in the index by their delete entries; nothing is written
 		return c, nil
@@ -135,6 +142,7 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if o.MaxSize > 0 {
 		if err := c.layout.evict(o.MaxSize); err != nil {
 			c.closeSegments()
+			c.intents.Close()
 			c.lock.Close()
 			return nil, err
 		}
@@ -525,6 +533,10 @@ func (c *Cache) Close() error {
 			if err := c.opts.fs.SyncDir(c.segs.dir); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// Every write is committed: no intent is pending.
+		if err := c.intents.Close(); err != nil {
+			errs = append(errs, err)
 		}
 		if err := c.lock.Close(); err != nil {
 			errs = append(errs, err)

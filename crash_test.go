@@ -24,5 +24,6 @@ func (c *Cache) crash() {
 	w.wg.Wait()
 	c.segs.sealers.Wait()
 	c.closeSegments()
+	c.intents.Close() // as the process's exit: the mapping's stores stay in the page cache
 	c.lock.Close()
 }

@@ -45,4 +45,8 @@ type layout interface {
 	// checksValues reports whether a read of a whole value checks its CRC even without
 	// VerifyOnRead (blob files are not scanned on open, so a torn one is found only so).
 	checksValues() bool
+	// forgetAtOpen forgets key's record at loc (hash h) while the cache opens: in the index at
+	// once, and for good (unless the cache is read-only), so that it does not come back at
+	// the next open either.
+	forgetAtOpen(h uint64, loc index.Loc, key []byte)
 }

@@ -110,6 +110,14 @@ func (l *blobFiles) lose(j *flushJob) [][]byte {
 	return nil
 }
 
+// forgetAtOpen removes the record's file: blob files need no tombstone.
+func (l *blobFiles) forgetAtOpen(h uint64, loc index.Loc, _ []byte) {
+	l.c.idx.Delete(h)
+	if !l.c.opts.ReadOnly {
+		_ = l.removeBlob(h, loc) // one left behind comes back at the next open, as finding 10 allows
+	}
+}
+
 func (l *blobFiles) acquire(h uint64, loc index.Loc) (*segHandle, int64) {
 	return l.openFile(h, loc), 0
 }

@@ -184,6 +184,14 @@ func (l *segmentLayout) lose(j *flushJob) [][]byte {
 	return keys
 }
 
+// forgetAtOpen: the key joins the keys New writes tombstones for.
+func (l *segmentLayout) forgetAtOpen(h uint64, _ index.Loc, key []byte) {
+	l.c.idx.Delete(h)
+	if !l.c.opts.ReadOnly {
+		l.c.lost = append(l.c.lost, append([]byte(nil), key...))
+	}
+}
+
 func (l *segmentLayout) acquire(h uint64, loc index.Loc) (*segHandle, int64) {
 	return l.segments.acquire(loc.Segment), int64(loc.Offset)
 }

@@ -100,6 +100,10 @@ type stream struct {
 	// evict it: the stream stops writing at its next chunk and releases the segment
 	// (ErrOutrun). Read by the filling goroutine without mu.
 	evicting atomic.Bool
+	// intent is the position of the stream's intent in the intent log (intents.go), pending
+	// until the stream ends.
+	intent    uint64
+	hasIntent bool
 }
 
 // countingReader counts the bytes read from r.
@@ -220,7 +224,7 @@ func (c *Cache) putFromStream(key []byte, r io.Reader, size int64, want *uint32,
 		return fmt.Errorf("%w: a record of %d bytes does not fit in a segment of %d", ErrValueTooLarge, length, c.opts.SegmentSize)
 	}
 	h := record.KeyHash(key)
-	s, err := c.w.reserve(h, key, lead, length, m)
+	s, err := c.w.reserve(h, hdr.Version, key, lead, length, m)
 	if err != nil {
 		return err
 	}
@@ -403,7 +407,7 @@ func (w *chunkWriter) flush() {
 // end of the active segment and writes the pads that cover it: one of lead bytes, and one from the
 // record's place to the end, which the record's header replaces. See the comment at the top of
 // stream.go.
-func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta) (*stream, error) {
+func (w *writer) reserve(h, version uint64, key []byte, lead, length int64, m *writeMeta) (*stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var r region
@@ -427,6 +431,14 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 				}
 				continue
 			}
+		}
+		if w.intentsFull() {
+			// Every slot of the intent log holds a write not committed yet (intents.go).
+			if err := w.cutAll(); err != nil {
+				return nil, err
+			}
+			w.cond.Wait()
+			continue
 		}
 		ready, err := w.c.segs.makeRoom(r, length, 1)
 		if err != nil {
@@ -464,6 +476,7 @@ func (w *writer) reserve(h uint64, key []byte, lead, length int64, m *writeMeta)
 		return nil, err
 	}
 	s := &stream{key: bytes.Clone(key), seg: a, base: base, lead: lead, length: length, ordered: ordered, obs: obs}
+	w.intendStream(s, h, version)
 	// The pads that cover the range until the record replaces the second. Written under mu,
 	// before any later batch is placed, so no later batch can be on disk without them; a later
 	// batch's sync (with Fsync) makes them durable too. The record's header goes exactly where
@@ -522,6 +535,7 @@ func (w *writer) endStream(s *stream, e segment.Entry, fillErr error) (wait uint
 			break
 		}
 	}
+	w.intentsDone()          // the stream's record is in the kernel, or lost and not acknowledged
 	defer w.cond.Broadcast() // a conditional write may wait for this stream
 	seg := s.seg
 	if fillErr != nil && errors.Is(fillErr, ErrWriteFailed) {

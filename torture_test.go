@@ -427,11 +427,11 @@ func runTorture(t *testing.T, perBlob bool) {
 			got, err := tortureRead(c, k)
 			fig.keysChecked++
 			if err == nil {
-				err = h.Check(k, base[k], got, cfg.Evict)
+				err = h.CheckAfterCrash(k, base[k], got, cfg.Evict)
 			}
 			if err != nil {
-				fig.mismatches = append(fig.mismatches, fmt.Sprintf("cycle %d (fsync %v, evict %v): key %d: %v",
-					cycle, cfg.Fsync, cfg.Evict, k, err))
+				fig.mismatches = append(fig.mismatches, fmt.Sprintf("cycle %d (fsync %v, evict %v): key %d: %v; its operations:%s",
+					cycle, cfg.Fsync, cfg.Evict, k, err, h.Ops(k)))
 			}
 			if got.Present {
 				fig.hits++

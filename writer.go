@@ -99,6 +99,9 @@ type writer struct {
 	nextSeq   uint64
 	// credit is the bytes reinsertion may still write, earned by Puts and Deletes (reinsert.go).
 	credit policy.Credit
+	// intentFrom is the position in the intent log (intents.go) of the first intent of each
+	// batch that has one and is not committed yet.
+	intentFrom map[*batch.Batch]uint64
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -121,11 +124,12 @@ type writer struct {
 func newWriter(c *Cache) *writer {
 	n := c.opts.MaxInflightBatches
 	w := &writer{
-		c:       c,
-		credit:  newCredit(c),
-		toWrite: newJobQueue(),
-		done:    newJobQueue(),
-		stop:    make(chan struct{}),
+		c:          c,
+		credit:     newCredit(c),
+		intentFrom: make(map[*batch.Batch]uint64),
+		toWrite:    newJobQueue(),
+		done:       newJobQueue(),
+		stop:       make(chan struct{}),
 	}
 	w.cond = sync.NewCond(&w.mu)
 	w.commitCond = sync.NewCond(&w.commitMu)
@@ -280,6 +284,15 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 			continue // mu was released: the key's newest record may have moved meanwhile
 		}
 		if b.Fits(n) {
+			if w.intentsFull() {
+				// Every slot of the intent log holds a write not yet committed: cut and wait
+				// for commits (intents.go), then look again.
+				if err := w.cutAll(); err != nil {
+					return err
+				}
+				w.cond.Wait()
+				continue
+			}
 			if err := w.stillObserved(h, key, m); err != nil {
 				return err
 			}
@@ -289,6 +302,7 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				w.supersede(h, key)
 			}
 			b.Append(h, hdr, key, value, attrsOf(m), copyValue)
+			w.intend(b, h, hdr.Version)
 			if m != nil && m.hits > 0 {
 				b.SetLastHits(m.hits)
 			}
@@ -641,7 +655,9 @@ func (w *writer) commit(j *flushJob) {
 	}
 	w.mu.Lock()
 	w.c.unflushed.drop(j.b)
+	delete(w.intentFrom, j.b)
 	w.recycle(j.b)
+	w.intentsDone()
 	w.mu.Unlock()
 	c.segs.reclaim()
 }

@@ -13,6 +13,7 @@ const (
 	IdentityFile = "BLOBCACHE"
 	StateFile    = "STATE"
 	BloomFile    = "bloom.dat"
+	IntentsFile  = "INTENTS" // the intent log (internal/intent), a file mapping
 	SegmentsDir  = "segments"
 	BlobsDir     = "blobs"
 	// TempSuffix ends the name of Replace's temporary file: NAME.tmp is the new NAME until
@@ -51,7 +52,7 @@ func (k Kind) String() string {
 // Classify says whose the entry of the cache directory called name is.
 func Classify(name string) Kind {
 	switch {
-	case name == LockFile || name == SegmentsDir || name == BlobsDir || slices.Contains(replaced, name):
+	case name == LockFile || name == SegmentsDir || name == BlobsDir || name == IntentsFile || slices.Contains(replaced, name):
 		return Own
 	case strings.HasSuffix(name, TempSuffix) && slices.Contains(replaced, strings.TrimSuffix(name, TempSuffix)):
 		return Temp

@@ -107,23 +107,76 @@ func (h *History) Keys(fn func(key uint32)) {
 	}
 }
 
-// Allowed returns the states key may be in after the crash, given the state it had before the
-// run (base). See the package documentation for the rule.
+// Allowed returns the states key may be in after a power loss, given the state it had before
+// the run (base): what is durable may not be lost, but what was acknowledged since may be (and a
+// miss then, for a write whose intent outlived it). See the package documentation for the rule.
 func (h *History) Allowed(key uint32, base State) []State {
 	ops := h.ops[key]
 	d := -1
 	for i, o := range ops {
-		if o.acked >= 0 && (o.acked < h.durableAt || (o.del && h.deletesDurable)) {
+		if h.durable(o) {
 			d = i
 		}
 	}
 	var allowed []State
+	from := d
 	if d < 0 {
 		allowed = append(allowed, base)
-		d = 0
+		from = 0
 	}
-	for _, o := range ops[d:] {
+	for _, o := range ops[from:] {
 		allowed = append(allowed, o.state())
+	}
+	for _, o := range ops[d+1:] {
+		if o.acked >= 0 && !o.del {
+			allowed = appendNew(allowed, State{}) // a newer acknowledged write was lost
+			break
+		}
+	}
+	return allowed
+}
+
+// appendNew appends s to states unless it is there already.
+func appendNew(states []State, s State) []State {
+	for _, x := range states {
+		if x == s {
+			return states
+		}
+	}
+	return append(states, s)
+}
+
+func (h *History) durable(o op) bool {
+	return o.acked >= 0 && (o.acked < h.durableAt || (o.del && h.deletesDurable))
+}
+
+// AllowedAfterCrash returns the states key may be in after a crash of the process alone (the
+// kernel keeps what it was given), given its state before the run (base): the last operation
+// acknowledged, or one begun after it; a miss if that operation is a Put that is not durable (a
+// cache may forget it) or a later one was in flight (which replaced it, or made it forgotten);
+// never an older value. With no operation acknowledged, base or any operation begun (or a miss,
+// if one was).
+func (h *History) AllowedAfterCrash(key uint32, base State) []State {
+	ops := h.ops[key]
+	a := -1
+	for i, o := range ops {
+		if o.acked >= 0 {
+			a = i
+		}
+	}
+	var allowed []State
+	from := a
+	if a < 0 {
+		allowed = append(allowed, base)
+		from = 0
+	}
+	for _, o := range ops[from:] {
+		allowed = append(allowed, o.state())
+	}
+	if a >= 0 && !ops[a].del && !h.durable(ops[a]) || len(ops) > a+1 {
+		// Not durable, or a later write was in flight: its intent may have made recovery
+		// forget the acknowledged value.
+		allowed = appendNew(allowed, State{})
 	}
 	return allowed
 }
@@ -139,13 +192,22 @@ func (h *History) Durable(key uint32) bool {
 	return o.acked >= 0 && (o.acked < h.durableAt || (o.del && h.deletesDurable))
 }
 
-// Check returns an error if got is not a state key may be in after the crash. evicting says the
-// cache may have evicted anything, so that a miss is always allowed.
+// Check returns an error if got is not a state key may be in after a power loss (Allowed).
+// evicting says the cache may have evicted anything, so that a miss is always allowed.
 func (h *History) Check(key uint32, base, got State, evicting bool) error {
+	return check(key, base, got, evicting, h.Allowed(key, base))
+}
+
+// CheckAfterCrash returns an error if got is not a state key may be in after a crash of the
+// process (AllowedAfterCrash).
+func (h *History) CheckAfterCrash(key uint32, base, got State, evicting bool) error {
+	return check(key, base, got, evicting, h.AllowedAfterCrash(key, base))
+}
+
+func check(key uint32, base, got State, evicting bool, allowed []State) error {
 	if !got.Present && evicting {
 		return nil
 	}
-	allowed := h.Allowed(key, base)
 	for _, a := range allowed {
 		if a == got {
 			return nil
@@ -156,4 +218,17 @@ func (h *History) Check(key uint32, base, got State, evicting bool) error {
 		names[i] = a.String()
 	}
 	return fmt.Errorf("key %d is %v; allowed: %s (state before the run %v)", key, got, strings.Join(names, ", "), base)
+}
+
+// Ops describes the operations logged on key, for a failure's message.
+func (h *History) Ops(key uint32) string {
+	var b strings.Builder
+	for _, o := range h.ops[key] {
+		kind := "put"
+		if o.del {
+			kind = "del"
+		}
+		fmt.Fprintf(&b, " %s v%d acked@%d durable=%v;", kind, o.version, o.acked, h.durable(o))
+	}
+	return fmt.Sprintf("%s (durable at %d)", b.String(), h.durableAt)
 }

@@ -121,18 +121,20 @@ func TestValue(t *testing.T) {
 	}
 }
 
+// Small logs for the checker's tests.
+func put(k uint32, v uint64) []Entry { return []Entry{{PutBegin, k, v}, {PutOK, k, v}} }
+func del(k uint32, v uint64) []Entry { return []Entry{{DelBegin, k, v}, {DelOK, k, v}} }
+func drain(n uint64) []Entry         { return []Entry{{DrainBegin, 0, n}, {DrainOK, 0, n}} }
+func cat(parts ...[]Entry) []Entry {
+	var out []Entry
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 // TestHistory checks the rule of the package documentation on small logs.
 func TestHistory(t *testing.T) {
-	put := func(k uint32, v uint64) []Entry { return []Entry{{PutBegin, k, v}, {PutOK, k, v}} }
-	del := func(k uint32, v uint64) []Entry { return []Entry{{DelBegin, k, v}, {DelOK, k, v}} }
-	drain := func(n uint64) []Entry { return []Entry{{DrainBegin, 0, n}, {DrainOK, 0, n}} }
-	cat := func(parts ...[]Entry) []Entry {
-		var out []Entry
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	absent := State{}
 	v := func(n uint64) State { return State{true, n} }
 	for _, tc := range []struct {
@@ -143,15 +145,15 @@ func TestHistory(t *testing.T) {
 		want     string // allowed states
 	}{
 		{"no ops", nil, false, v(3), "v3"},
-		{"acked, not drained", put(1, 5), false, v(3), "v3 v5"},
+		{"acked, not drained", put(1, 5), false, v(3), "v3 v5 absent"},
 		{"drained", cat(put(1, 5), drain(6)), false, v(3), "v5"},
 		{"drained then more", cat(put(1, 5), drain(6), put(1, 7), del(1, 8)), false, v(3), "v5 v7 absent"},
 		{"begun only", []Entry{{PutBegin, 1, 5}}, false, absent, "absent v5"},
 		{"failed put", []Entry{{PutBegin, 1, 5}, {PutFail, 1, 5}}, false, absent, "absent v5"},
 		{"delete, fsync", cat(put(1, 5), del(1, 6)), true, v(3), "absent"},
 		{"delete, no fsync", cat(put(1, 5), del(1, 6)), false, v(3), "v3 v5 absent"},
-		{"drain begun before the ack", cat([]Entry{{PutBegin, 1, 5}, {DrainBegin, 0, 6}, {PutOK, 1, 5}, {DrainOK, 0, 6}}), false, v(3), "v3 v5"},
-		{"drain not returned", cat(put(1, 5), []Entry{{DrainBegin, 0, 6}}), false, v(3), "v3 v5"},
+		{"drain begun before the ack", cat([]Entry{{PutBegin, 1, 5}, {DrainBegin, 0, 6}, {PutOK, 1, 5}, {DrainOK, 0, 6}}), false, v(3), "v3 v5 absent"},
+		{"drain not returned", cat(put(1, 5), []Entry{{DrainBegin, 0, 6}}), false, v(3), "v3 v5 absent"},
 		{"other key's ops", cat(put(2, 5), drain(6)), false, v(3), "v3"},
 	} {
 		h, err := NewHistory(tc.log, tc.delsSync)
@@ -170,7 +172,10 @@ func TestHistory(t *testing.T) {
 	if err := h.Check(1, v(3), v(3), false); err == nil {
 		t.Fatal("an older value was allowed")
 	}
-	if err := h.Check(1, v(3), absent, false); err == nil {
+	if err := h.Check(1, v(3), absent, false); err != nil {
+		t.Fatalf("a miss of drained data a newer acknowledged write replaced: %v", err)
+	}
+	if h, _ := NewHistory(cat(put(1, 5), drain(6)), false); h.Check(1, v(3), absent, false) == nil {
 		t.Fatal("a miss of drained data was allowed")
 	}
 	if err := h.Check(1, v(3), absent, true); err != nil {
@@ -212,4 +217,43 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAllowedAfterCrash: after a crash of the process alone, no key reads older than its last
+// acknowledged operation, drained or not.
+func TestAllowedAfterCrash(t *testing.T) {
+	absent := State{}
+	v := func(n uint64) State { return State{true, n} }
+	for _, tc := range []struct {
+		name string
+		log  []Entry
+		base State
+		want string
+	}{
+		{"acked, not drained", put(1, 5), v(3), "v5 absent"},
+		{"drained", cat(put(1, 5), drain(6)), v(3), "v5"},
+		{"drained, then acked", cat(put(1, 5), drain(6), put(1, 7)), v(3), "v7 absent"},
+		{"acked, then begun", cat(put(1, 5), []Entry{{PutBegin, 1, 7}}), v(3), "v5 v7 absent"},
+		{"drained, then begun", cat(put(1, 5), drain(6), []Entry{{PutBegin, 1, 7}}), v(3), "v5 v7 absent"},
+		{"deleted", cat(put(1, 5), del(1, 6)), v(3), "absent"},
+		{"nothing acked", []Entry{{PutBegin, 1, 5}}, v(3), "v3 v5 absent"},
+		{"no ops", nil, v(3), "v3"},
+		{"failed put after an ack", cat(put(1, 5), []Entry{{PutBegin, 1, 7}, {PutFail, 1, 7}}), absent, "v5 v7 absent"},
+	} {
+		h, err := NewHistory(tc.log, false)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, s := range h.AllowedAfterCrash(1, tc.base) {
+			got = append(got, s.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: allowed %v, want %s", tc.name, got, tc.want)
+		}
+	}
+	h, _ := NewHistory(cat(put(1, 5), drain(6), put(1, 7)), false)
+	if err := h.CheckAfterCrash(1, v(3), v(5), false); err == nil {
+		t.Fatal("after a crash, the drained value was allowed where a newer one was acknowledged")
+	}
 }

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+)
+
+var (
+	serverTortureCycles = flag.Int("servertorture.cycles", 6, "kills of TestServerCrashTorture")
+	serverTortureSeed   = flag.Uint64("servertorture.seed", 0, "seed of TestServerCrashTorture (0: time based)")
+)
+
+// TestServerCrashTorture: clients of the three write interfaces (memcached text set and delete,
+// meta ms and md, HTTP PUT and DELETE) write and delete keys of their own with values that carry
+// their key, a sequence number and a CRC, against `blobcache serve` at its defaults; the server
+// is killed with SIGKILL at a random moment and started again, and every key is read back. A key
+// must read as the last write the server acknowledged, or a write in flight at the kill, or a
+// miss: never an older value, never a deleted one, never a damaged one (docs/RELIABILITY.md).
+func TestServerCrashTorture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	seed := *serverTortureSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -servertorture.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	exe := filepath.Join(t.TempDir(), "blobcache")
+	if out, err := exec.Command(goTool, "build", "-o", exe, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "cache")
+	const clients, keysPer = 3, 200
+	hist := newTortureHistory(clients * keysPer)
+	var acked, older, undeleted, damaged, misses, hits int
+	for cycle := range *serverTortureCycles {
+		srv := startTortureServer(t, exe, dir)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runTortureClient(c, keysPer, srv, hist, seed+uint64(cycle*clients+c), stop)
+			}()
+		}
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		srv.cmd.Process.Signal(syscall.SIGKILL)
+		srv.cmd.Wait()
+		close(stop)
+		wg.Wait()
+
+		// Restart and read every key back.
+		srv = startTortureServer(t, exe, dir)
+		mc := memcache.New(srv.mc)
+		for k := range clients * keysPer {
+			key := tortureKey(k)
+			it, err := mc.Get(key)
+			var got tortureState
+			switch {
+			case errors.Is(err, memcache.ErrCacheMiss):
+				misses++
+			case err != nil:
+				t.Fatalf("cycle %d: get %s: %v", cycle, key, err)
+			default:
+				hits++
+				seq, ok := decodeTortureValue(key, it.Value)
+				if !ok {
+					damaged++
+					t.Errorf("cycle %d: %s: a value that is not one written for it (%d bytes)", cycle, key, len(it.Value))
+					continue
+				}
+				got = tortureState{present: true, seq: seq}
+			}
+			if err := hist.check(k, got); err != nil {
+				if hist.deleted(k) {
+					undeleted++
+				} else {
+					older++
+				}
+				t.Errorf("cycle %d: %s: %v", cycle, key, err)
+			}
+			hist.settle(k, got)
+		}
+		acked += hist.takeAcked()
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		srv.cmd.Wait()
+	}
+	t.Logf("%d cycles: %d writes acknowledged; %d keys read back: %d hits, %d misses; %d older values, %d undeleted, %d damaged",
+		*serverTortureCycles, acked, hits+misses, hits, misses, older, undeleted, damaged)
+}
+
+type tortureServer struct {
+	cmd      *exec.Cmd
+	http, mc string
+}
+
+// startTortureServer starts `blobcache serve` on dir and waits for its listeners.
+func startTortureServer(t *testing.T, exe, dir string) tortureServer {
+	t.Helper()
+	cmd := exec.Command(exe, "serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0", "--log-level", "error")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("serve: %v; stderr %q", err, stderr.String())
+	}
+	var s tortureServer
+	s.cmd = cmd
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "http="); ok {
+			s.http = v
+		}
+		if v, ok := strings.CutPrefix(f, "memcache="); ok {
+			s.mc = v
+		}
+	}
+	if s.http == "" || s.mc == "" {
+		t.Fatalf("serve said %q", line)
+	}
+	return s
+}
+
+func tortureKey(k int) string { return fmt.Sprintf("torture-%04d", k) }
+
+// tortureValue is the value of write seq of key: key, seq, size, payload, and a CRC of it all.
+func tortureValue(key string, seq uint64, size int) []byte {
+	b := make([]byte, 0, size+len(key)+20)
+	b = append(b, key...)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	b = binary.LittleEndian.AppendUint32(b, uint32(size))
+	r := rand.New(rand.NewPCG(seq, uint64(size)))
+	for range size {
+		b = append(b, byte(r.Uint32()))
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+func decodeTortureValue(key string, b []byte) (uint64, bool) {
+	if len(b) < len(key)+16 || string(b[:len(key)]) != key {
+		return 0, false
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return 0, false
+	}
+	seq := binary.LittleEndian.Uint64(b[len(key):])
+	size := binary.LittleEndian.Uint32(b[len(key)+8:])
+	return seq, int(size) == len(body)-len(key)-12
+}
+
+// tortureState is what a key holds: a write's value (by its sequence number), or nothing.
+type tortureState struct {
+	present bool
+	seq     uint64
+}
+
+// tortureHistory is, per key, the state the server last acknowledged and the writes in flight
+// since (sent, not acknowledged). Each key has one writer.
+type tortureHistory struct {
+	mu       sync.Mutex
+	last     []tortureState   // acknowledged (or read back after the last kill)
+	inFlight [][]tortureState // sent since, without an acknowledgement
+	acked    int
+}
+
+func newTortureHistory(n int) *tortureHistory {
+	return &tortureHistory{last: make([]tortureState, n), inFlight: make([][]tortureState, n)}
+}
+
+func (h *tortureHistory) begin(k int, s tortureState) {
+	h.mu.Lock()
+	h.inFlight[k] = append(h.inFlight[k], s)
+	h.mu.Unlock()
+}
+
+func (h *tortureHistory) ack(k int, s tortureState) {
+	h.mu.Lock()
+	h.last[k], h.inFlight[k] = s, nil
+	h.acked++
+	h.mu.Unlock()
+}
+
+// check: got must be the last acknowledged state, a state in flight, or a miss.
+func (h *tortureHistory) check(k int, got tortureState) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !got.present || got == h.last[k] {
+		return nil
+	}
+	for _, s := range h.inFlight[k] {
+		if s == got {
+			return nil
+		}
+	}
+	return fmt.Errorf("reads as write %d; the server acknowledged %v last, and %d writes were in flight", got.seq, h.last[k], len(h.inFlight[k]))
+}
+
+// deleted reports whether the last state acknowledged for key k is a delete's.
+func (h *tortureHistory) deleted(k int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.last[k].present
+}
+
+// settle makes what a key read back after a restart the state the next cycle starts from.
+func (h *tortureHistory) settle(k int, got tortureState) {
+	h.mu.Lock()
+	h.last[k], h.inFlight[k] = got, nil
+	h.mu.Unlock()
+}
+
+func (h *tortureHistory) takeAcked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.acked
+	h.acked = 0
+	return n
+}
+
+// runTortureClient writes and deletes keys [c*n, (c+1)*n) through one interface (c mod 3:
+// memcached text, meta, HTTP) until the server dies or stop closes.
+func runTortureClient(c, n int, srv tortureServer, h *tortureHistory, seed uint64, stop chan struct{}) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	seq := seed << 20 // sequence numbers of this client, cycle and write
+	var mc *memcache.Client
+	var meta net.Conn
+	var metaR *bufio.Reader
+	hc := &http.Client{Timeout: 5 * time.Second}
+	switch c % 3 {
+	case 0:
+		mc = memcache.New(srv.mc)
+		mc.Timeout = 5 * time.Second
+	case 1:
+		var err error
+		if meta, err = net.DialTimeout("tcp", srv.mc, time.Second); err != nil {
+			return
+		}
+		defer meta.Close()
+		metaR = bufio.NewReader(meta)
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		k := c*n + rng.IntN(n)
+		key := tortureKey(k)
+		seq++
+		del := rng.IntN(8) == 0
+		var value []byte
+		state := tortureState{}
+		if !del {
+			size := 1 + rng.IntN(64<<10)
+			if rng.IntN(4) == 0 {
+				size = 1 + rng.IntN(300<<10)
+			}
+			value = tortureValue(key, seq, size)
+			state = tortureState{present: true, seq: seq}
+		}
+		h.begin(k, state)
+		var err error
+		switch c % 3 {
+		case 0:
+			if del {
+				err = mc.Delete(key)
+				if errors.Is(err, memcache.ErrCacheMiss) {
+					err = nil
+				}
+			} else {
+				err = mc.Set(&memcache.Item{Key: key, Value: value})
+			}
+		case 1:
+			if del {
+				fmt.Fprintf(meta, "md %s\r\n", key)
+			} else {
+				fmt.Fprintf(meta, "ms %s %d\r\n", key, len(value))
+				meta.Write(value)
+				io.WriteString(meta, "\r\n")
+			}
+			var line string
+			line, err = metaR.ReadString('\n')
+			if err == nil && line != "HD\r\n" && !(del && line == "NF\r\n") {
+				err = fmt.Errorf("meta: %q", line)
+			}
+		case 2:
+			u := "http://" + srv.http + "/v1/blobs/" + key
+			var req *http.Request
+			if del {
+				req, _ = http.NewRequest(http.MethodDelete, u, nil)
+			} else {
+				req, _ = http.NewRequest(http.MethodPut, u, bytes.NewReader(value))
+			}
+			var resp *http.Response
+			if resp, err = hc.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode >= 300 && !(del && resp.StatusCode == http.StatusNotFound) {
+					err = fmt.Errorf("http: %s", resp.Status)
+				}
+			}
+		}
+		if err != nil {
+			return // the server is dead (or refused: not acknowledged either way)
+		}
+		h.ack(k, state)
+	}
+}
