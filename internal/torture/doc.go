@@ -12,12 +12,16 @@
 // generator seeded by them. A reader can tell from any value which write it came from and check
 // every byte of it.
 //
-// The checker's rule, per key: let d be the last operation on the key acknowledged before a
-// Drain that returned (or a Delete that returned, when it is durable by itself). After the
-// crash the key must read as d or as an operation begun after d: a Put's exact value, or a miss
-// for a Delete. With no durable operation, the key's state before the run is allowed too. When
-// the run may evict, a miss is always allowed, a hit never outside that set. Nothing else is: not
-// an older value, not a deleted one, not a torn one.
+// The checker's rules, per key. After a crash of the process (AllowedAfterCrash): let a be the
+// last operation on the key that returned. The key must read as a or as an operation begun after
+// it: a Put's exact value, or a miss for a Delete; or a miss, unless a is durable (acknowledged
+// before a Drain that returned, or a Delete that is durable by itself) and nothing was begun
+// after it. With nothing acknowledged, the key's state before the run, an operation begun, or a
+// miss if one was. After a power loss (Allowed): let d be the last durable operation; the key
+// must read as d or as an operation begun after d, or a miss if one acknowledged after d was a
+// Put (lost, its intent may have made the older value forgotten). With no durable operation,
+// the state before the run too. When the run may evict, a miss is always allowed, a hit never
+// outside those sets. Nothing else is: not an older value, not a deleted one, not a torn one.
 //
 // Concurrency: a Log may be appended to from many goroutines. Checker is not safe for
 // concurrent use.
