@@ -667,23 +667,39 @@ func BenchmarkWriteBudget(b *testing.B) {
 }
 
 // BenchmarkPutSmall puts 100-byte values under 16-byte keys, the per-record costs of the write
-// path (the batch, the version, the intent log) with little copying: ns/op is a Put's.
+// path (the batch, the version, the intent log) with little copying: ns/op is a Put's. The
+// flushed variant waits after each Put until its record is written (Flush), what acknowledging a
+// write only once its batch reached the kernel would cost a lone writer (the alternative to the
+// intent log, docs/DESIGN.md "Durability").
 func BenchmarkPutSmall(b *testing.B) {
-	c, err := New(b.TempDir(), WithExpectedBlobs(1<<20))
-	if err != nil {
-		b.Fatal(err)
-	}
-	v := bytes.Repeat([]byte("x"), 100)
-	var kb [32]byte
-	b.ReportAllocs()
-	i := uint64(0)
-	for b.Loop() {
-		if err := c.Put(benchKey(kb[:], 's', i&(1<<20-1)), v); err != nil {
-			b.Fatal(err)
+	for _, flush := range []bool{false, true} {
+		name := "put"
+		if flush {
+			name = "put-then-flush"
 		}
-		i++
-	}
-	if err := c.Close(); err != nil {
-		b.Fatal(err)
+		b.Run(name, func(b *testing.B) {
+			c, err := New(b.TempDir(), WithExpectedBlobs(1<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := bytes.Repeat([]byte("x"), 100)
+			var kb [32]byte
+			b.ReportAllocs()
+			i := uint64(0)
+			for b.Loop() {
+				if err := c.Put(benchKey(kb[:], 's', i&(1<<20-1)), v); err != nil {
+					b.Fatal(err)
+				}
+				if flush {
+					if err := c.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				i++
+			}
+			if err := c.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
