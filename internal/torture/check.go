@@ -112,21 +112,8 @@ func (h *History) Keys(fn func(key uint32)) {
 // miss then, for a write whose intent outlived it). See the package documentation for the rule.
 func (h *History) Allowed(key uint32, base State) []State {
 	ops := h.ops[key]
-	d := -1
-	for i, o := range ops {
-		if h.durable(o) {
-			d = i
-		}
-	}
-	var allowed []State
-	from := d
-	if d < 0 {
-		allowed = append(allowed, base)
-		from = 0
-	}
-	for _, o := range ops[from:] {
-		allowed = append(allowed, o.state())
-	}
+	d := last(ops, h.durable)
+	allowed := statesFrom(ops, d, base)
 	for _, o := range ops[d+1:] {
 		if o.acked >= 0 && !o.del {
 			allowed = appendNew(allowed, State{}) // a newer acknowledged write was lost
@@ -134,6 +121,29 @@ func (h *History) Allowed(key uint32, base State) []State {
 		}
 	}
 	return allowed
+}
+
+// last is the index of the last of ops that is, -1 if none is.
+func last(ops []op, is func(op) bool) int {
+	i := -1
+	for j, o := range ops {
+		if is(o) {
+			i = j
+		}
+	}
+	return i
+}
+
+// statesFrom is the states of ops[i:] (i >= 0), or of base and every op (i < 0).
+func statesFrom(ops []op, i int, base State) []State {
+	var states []State
+	if i < 0 {
+		states, i = append(states, base), 0
+	}
+	for _, o := range ops[i:] {
+		states = append(states, o.state())
+	}
+	return states
 }
 
 // appendNew appends s to states unless it is there already.
@@ -158,21 +168,8 @@ func (h *History) durable(o op) bool {
 // if one was).
 func (h *History) AllowedAfterCrash(key uint32, base State) []State {
 	ops := h.ops[key]
-	a := -1
-	for i, o := range ops {
-		if o.acked >= 0 {
-			a = i
-		}
-	}
-	var allowed []State
-	from := a
-	if a < 0 {
-		allowed = append(allowed, base)
-		from = 0
-	}
-	for _, o := range ops[from:] {
-		allowed = append(allowed, o.state())
-	}
+	a := last(ops, func(o op) bool { return o.acked >= 0 })
+	allowed := statesFrom(ops, a, base)
 	if a >= 0 && !ops[a].del && !h.durable(ops[a]) || len(ops) > a+1 {
 		// Not durable, or a later write was in flight: its intent may have made recovery
 		// forget the acknowledged value.
