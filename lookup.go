@@ -79,28 +79,48 @@ func (l *keyLookup) bufferedValue(p []byte, off int64) (v batch.Value, n int, ok
 // the record. It returns false when the key is not in the index (a bloom false positive, or
 // deleted meanwhile) or the tries are used up; the lookup is then a miss, counted.
 func (l *keyLookup) next() bool {
-	for l.tries < lookupTries {
-		l.tries++
-		loc, ok := l.c.idx.Get(l.h)
-		if !ok {
-			if l.st != nil {
-				l.st.falsePositives.Add(1)
-			}
-			return false
-		}
-		if e := l.fromMemory(loc); e != nil {
-			l.loc, l.mem, l.file = loc, e, nil
+	for l.locate() {
+		if e := l.fromMemory(l.loc); e != nil {
+			l.mem, l.file = e, nil
 			return true
 		}
-		s, recOff := l.c.layout.acquire(l.h, loc)
-		if s == nil {
-			continue // gone since the index said so: look again
+		if l.acquire() {
+			return true
 		}
-		l.loc, l.file, l.recOff = loc, s, recOff
-		return true
+		// Gone since the index said so: look again.
 	}
-	l.miss()
 	return false
+}
+
+// locate runs step 3's index lookup once: l.loc is the key's location. It returns false when the
+// key is not in the index (a bloom false positive, or deleted meanwhile) or the tries are used
+// up; the lookup is then a miss, counted.
+func (l *keyLookup) locate() bool {
+	if l.tries >= lookupTries {
+		l.miss()
+		return false
+	}
+	l.tries++
+	loc, ok := l.c.idx.Get(l.h)
+	if !ok {
+		if l.st != nil {
+			l.st.falsePositives.Add(1)
+		}
+		return false
+	}
+	l.loc = loc
+	return true
+}
+
+// acquire takes the file holding the record at l.loc, with a reader reference, and its offset
+// in it; false if the file is gone since the index gave the location.
+func (l *keyLookup) acquire() bool {
+	s, recOff := l.c.layout.acquire(l.h, l.loc)
+	if s == nil {
+		return false
+	}
+	l.file, l.recOff = s, recOff
+	return true
 }
 
 // inIndex reports whether the index holds the key (Delete's step 3: it reads no record).

@@ -1,7 +1,6 @@
 package blobcache
 
 import (
-	"fmt"
 	"io"
 	"runtime"
 	"sync"
@@ -101,13 +100,18 @@ func (c *Cache) memoryHits() uint64 {
 }
 
 // admitToMemory checks value (the whole value of the record l found, with header hdr and
-// attributes attrs) against its CRC-32C and puts a copy in the memory tier. A value that fails
-// is damage: counted and noted, and false (the read is then a miss).
-func (l *keyLookup) admitToMemory(hdr record.Header, attrs string, value []byte) bool {
-	if err := record.CheckValue(hdr, value); err != nil {
-		l.c.stats.corrupt.Add(1)
-		l.c.noteCorruption(fmt.Errorf("%w: segment %d offset %d: %w", ErrCorrupt, l.loc.Segment, l.loc.Offset, err))
-		return false
+// attributes attrs) against its record's checksums, unless the read checked it already
+// (checked), and puts a copy in the memory tier. A value that fails is damage: counted and
+// noted, and false (the read is then a miss).
+func (l *keyLookup) admitToMemory(hdr record.Header, attrs string, value []byte, checked bool) bool {
+	if !checked {
+		vc := l.c.readCheck(hdr)
+		vc.write(value)
+		if err := vc.verify(hdr, l.loc); err != nil {
+			l.c.stats.corrupt.Add(1)
+			l.c.noteCorruption(err)
+			return false
+		}
 	}
 	l.c.mem.Add(l.h, memTag(l.loc), l.key, hdr, attrs, value)
 	return true
@@ -143,15 +147,14 @@ func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
 }
 
 // readAtMemory is ReadAt's step 3 from the memory tier: the value bytes [off, off+len(p)) of
-// the record at loc, copied into p, if the tier holds it (done false otherwise). An expired or
+// the record at l.loc, copied into p, if the tier holds it (done false otherwise). An expired or
 // invalidated record is a miss, as from disk.
-func (l *keyLookup) readAtMemory(loc index.Loc, p []byte, off int64) (n int, err error, done bool) {
-	n, hdr, ok := l.c.mem.CopyTo(l.h, memTag(loc), l.key, p, off)
+func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bool) {
+	n, hdr, ok := l.c.mem.CopyTo(l.h, memTag(l.loc), l.key, p, off)
 	l.st.countMemory(ok)
 	if !ok {
 		return 0, nil, false
 	}
-	l.loc = loc
 	if !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
 		l.miss()
 		return 0, ErrNotFound, true

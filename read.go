@@ -270,11 +270,14 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		}
 		return nil, res
 	}
-	if admit && whole && int64(len(b)) == int64(loc.Length) && !l.admitToMemory(hdr, attrs, b[hk:hk+vlen]) {
+	// A value that enters the memory tier is checked as it enters (a blob file's was above),
+	// and the Reader, which delivers those bytes, need not check them again.
+	admitted := admit && whole && int64(len(b)) == int64(loc.Length)
+	if admitted && !l.admitToMemory(hdr, attrs, b[hk:hk+vlen], c.layout.checksValues() && !c.opts.VerifyOnRead) {
 		return nil, openMiss
 	}
 	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd}
-	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole {
+	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole && !admitted {
 		r.verify = true
 		r.sums = c.readCheck(hdr)
 	}
@@ -340,17 +343,17 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 		}
 		return n, nil
 	}
-	// The memory tier first, its bytes copied under its lock (no hold on the entry); then the
-	// file, whose read may bring the value into the tier (l.memOK stays false: next takes no
-	// entry).
-	if c.mem != nil {
-		if loc, ok := c.idx.Get(h); ok {
-			if n, err, done := l.readAtMemory(loc, p, off); done {
+	for l.locate() {
+		// The memory tier first, its bytes copied under its lock (no hold on the entry); then
+		// the file, whose read may bring the value into the tier.
+		if c.mem != nil {
+			if n, err, done := l.readAtMemory(p, off); done {
 				return n, err
 			}
 		}
-	}
-	for l.next() {
+		if !l.acquire() {
+			continue // gone since the index said so: look again
+		}
 		n, res, err := c.readAt(&l, p, off)
 		switch res {
 		case openHit:
@@ -433,9 +436,9 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 		}
 	}
 	// The whole value of a record without attributes (ReadAt reads none) enters the memory
-	// tier on its second hit (memory.go).
+	// tier on its second hit (memory.go), checked just above or as it enters.
 	if off == 0 && int64(len(want)) == vlen && hdr.AttrLen == 0 && !hdr.Legacy && l.admitsToMemory(int64(loc.Length)) &&
-		!l.admitToMemory(hdr, "", want) {
+		!l.admitToMemory(hdr, "", want, c.opts.VerifyOnRead || c.layout.checksValues()) {
 		return 0, openMiss, nil
 	}
 	if len(want) < len(p) {
