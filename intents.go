@@ -30,6 +30,9 @@ import (
 // every 256 bytes they hold (a record is at least 65), within [4096, 1M]. A ring full of pending
 // intents makes a write wait for a commit (only records under 256 bytes can fill it).
 func intentSlots(o *Options) int {
+	if o.intentSlots > 0 {
+		return o.intentSlots
+	}
 	buffers := int64(o.MaxInflightBatches+int(numRegions)) * o.WriteBufferSize
 	return int(min(max(buffers/256, 4096), 1<<20))
 }
@@ -97,19 +100,19 @@ func (c *Cache) forgetLost(in intent.Intent) {
 	c.layout.forgetAtOpen(in.Hash, loc, key)
 }
 
-// intend records in the intent log that a record of key hash h and version v was appended to b.
-// The caller holds mu and checked intentsFull.
-func (w *writer) intend(b *batch.Batch, h, v uint64) {
-	l := w.c.intents
-	if l == nil {
-		return
+// intend records in the intent log that a record of key hash h and version v was appended to an
+// open batch. The caller holds mu and checked intentsFull.
+func (w *writer) intend(h, v uint64) {
+	if l := w.c.intents; l != nil {
+		_, _ = l.Append(intent.Intent{Hash: h, Version: v}) // not full: the caller ruled it out
 	}
-	p, err := l.Append(intent.Intent{Hash: h, Version: v})
-	if err != nil {
-		return // full, which the caller ruled out
-	}
-	if _, ok := w.intentFrom[b]; !ok {
-		w.intentFrom[b] = p
+}
+
+// intendFrom notes that batch b, just opened, holds records whose intents are at the log's next
+// position or after: none of them is done until b is committed. The caller holds mu.
+func (w *writer) intendFrom(b *batch.Batch) {
+	if l := w.c.intents; l != nil {
+		w.intentFrom[b] = l.Next()
 	}
 }
 
@@ -123,9 +126,15 @@ func (w *writer) intendStream(s *stream, h, v uint64) {
 	}
 }
 
-// intentsFull reports whether every slot of the intent log holds a pending intent. The caller
-// holds mu.
-func (w *writer) intentsFull() bool { return w.c.intents != nil && w.c.intents.Full() }
+// intentsFull reports whether every slot of the intent log holds a pending intent, and counts
+// the write that must then wait (intentWaits). The caller holds mu.
+func (w *writer) intentsFull() bool {
+	if w.c.intents == nil || !w.c.intents.Full() {
+		return false
+	}
+	w.intentWaits++
+	return true
+}
 
 // intentsDone marks the intents of committed records done: all before the first intent of a
 // batch not yet committed or of a stream in progress. The caller holds mu.

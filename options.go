@@ -196,6 +196,9 @@ type Options struct {
 	// putChunk is PutFrom's chunk and streaming threshold (StreamThreshold unless a test
 	// lowers it to stream small values; a multiple of 4 KiB).
 	putChunk int
+	// intentSlots, if set, is the intent log's ring size (intentSlots otherwise); tests make
+	// it small to fill it.
+	intentSlots int
 }
 
 // Defaults.

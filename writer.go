@@ -99,9 +99,11 @@ type writer struct {
 	nextSeq   uint64
 	// credit is the bytes reinsertion may still write, earned by Puts and Deletes (reinsert.go).
 	credit policy.Credit
-	// intentFrom is the position in the intent log (intents.go) of the first intent of each
-	// batch that has one and is not committed yet.
+	// intentFrom is, for each batch opened and not committed yet, the position in the intent
+	// log (intents.go) before which none of its records' intents is.
 	intentFrom map[*batch.Batch]uint64
+	// intentWaits counts the writes that waited for a slot of the intent log (tests).
+	intentWaits int
 	// streams are the PutFrom calls between reservation and publication (stream.go);
 	// streamWG counts them for close.
 	streams  []*stream
@@ -302,7 +304,7 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				w.supersede(h, key)
 			}
 			b.Append(h, hdr, key, value, attrsOf(m), copyValue)
-			w.intend(b, h, hdr.Version)
+			w.intend(h, hdr.Version)
 			if m != nil && m.hits > 0 {
 				b.SetLastHits(m.hits)
 			}
@@ -346,6 +348,7 @@ func (w *writer) openBatch(r region) (_ *batch.Batch, waited bool, _ error) {
 		w.open[r] = b
 		w.openSince[r] = time.Now()
 		w.c.unflushed.add(b)
+		w.intendFrom(b)
 	}
 	return w.open[r], waited, nil
 }
