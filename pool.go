@@ -7,6 +7,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/bufmem"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/sizeclass"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -23,21 +24,12 @@ const (
 
 var bufPools [1 + (maxBufShift-minBufShift)*4]sync.Pool
 
+// bufClasses are the pools' size classes (internal/sizeclass).
+var bufClasses = sizeclass.Classes{Min: minBufShift, Max: maxBufShift}
+
 // bufClass returns the pool index and the capacity of the smallest class of at least n bytes;
 // the index is -1, and the capacity n, past the largest class.
-func bufClass(n int) (idx, size int) {
-	if n <= 1<<minBufShift {
-		return 0, 1 << minBufShift
-	}
-	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1), k >= minBufShift
-	step := 1 << (k - 2)
-	q := (n + step - 1) / step // 5..8 quarters of 2^k
-	size = q * step
-	if size > 1<<maxBufShift {
-		return -1, n
-	}
-	return 1 + (k-minBufShift)*4 + (q - 5), size
-}
+func bufClass(n int) (idx, size int) { return bufClasses.Of(n) }
 
 // bufSize is the capacity of the buffer getBuf(n) returns: n rounded up to a power of two of
 // at least 4 KiB, or n itself past the largest class.

@@ -2,13 +2,13 @@ package memtier
 
 import (
 	"bytes"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/seed57392e9e/blobcache/internal/ghost"
 	"github.com/seed57392e9e/blobcache/internal/record"
+	"github.com/seed57392e9e/blobcache/internal/sizeclass"
 )
 
 // SmallShare is the share of the capacity the small (probation) queue holds, as S3-FIFO's.
@@ -384,37 +384,21 @@ func (t *Tier) trimFree(n int64) {
 	}
 }
 
-// Size classes of entry buffers: 64 bytes, then four a power of two (2^k·5/4, ·6/4, ·7/4, 2^(k+1))
-// up to 64 MiB; a larger buffer is made to measure and not kept.
-const (
-	minClassShift = 6
-	maxClassShift = 26
-	numClasses    = 1 + (maxClassShift-minClassShift)*4
-)
+// classes are the size classes of entry buffers (internal/sizeclass): 64 bytes up to 64 MiB; a
+// larger buffer is made to measure and not kept.
+var classes = sizeclass.Classes{Min: 6, Max: 26}
+
+// numClasses is classes.Count(), for arrays.
+const numClasses = 1 + (26-6)*4
 
 // classOf is the class of a buffer of n bytes, the smallest that holds n; -1 past the largest.
 func classOf(n int) int {
-	if n <= 1<<minClassShift {
-		return 0
-	}
-	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
-	step := 1 << (k - 2)
-	q := (n + step - 1) / step // 5..8
-	c := 1 + (k-minClassShift)*4 + (q - 5)
-	if c >= numClasses {
-		return -1
-	}
+	c, _ := classes.Of(n)
 	return c
 }
 
 // classSize is the bytes of a buffer of class c.
-func classSize(c int) int {
-	if c == 0 {
-		return 1 << minClassShift
-	}
-	k := (c-1)/4 + minClassShift
-	return (5 + (c-1)%4) << (k - 2)
-}
+func classSize(c int) int { return classes.Size(c) }
 
 // Stats is what the tier holds and has done.
 type Stats struct {
