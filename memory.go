@@ -18,6 +18,8 @@ import (
 // grow, and blob files' seqs), a key that was overwritten, deleted, evicted or moved by
 // reinsertion is never served from an entry of its older record: the index no longer names that
 // location. Expiry and InvalidateAll are checked on the entry's header as on one read from disk.
+// An entry no lookup can reach any more is not taken out when its record goes: it is never hit,
+// and the tier's eviction takes it as it takes any value nobody reads.
 //
 // What enters: a record's value on its second hit from the segments (the index's hit count for
 // the location, before this hit, is at least one), read whole by Get, Open or a ReadAt of the
@@ -165,12 +167,4 @@ func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bo
 		return n, io.EOF, true
 	}
 	return n, nil, true
-}
-
-// forgetMemory drops the memory tier's entry of key hash h, whose record was deleted or evicted:
-// it could not be served (the index no longer names its record), and its memory is better used.
-func (c *Cache) forgetMemory(h uint64) {
-	if c.mem != nil {
-		c.mem.Remove(h)
-	}
 }

@@ -232,7 +232,6 @@ func (l *blobFiles) forgetFiles(j *flushJob) {
 // removeBlob removes the file of the blob at loc; one already gone is not an error.
 func (l *blobFiles) removeBlob(h uint64, loc index.Loc) error {
 	c := l.c
-	c.forgetMemory(h) // overwritten, deleted or evicted: nothing reads its entry again
 	err := c.opts.fs.Remove(l.path(h, locSeq(loc)))
 	if err == nil || errors.Is(err, os.ErrNotExist) {
 		c.diskBytes.Add(-blobSize(loc.Length))

@@ -162,7 +162,6 @@ func (l *segmentLayout) commit(j *flushJob) {
 		case record.KindDelete:
 			if old, ok := c.idx.Delete(e.Hash); ok {
 				l.freeRecord(old, seg.id)
-				c.forgetMemory(e.Hash)
 			}
 		}
 	}
@@ -178,7 +177,6 @@ func (l *segmentLayout) lose(j *flushJob) [][]byte {
 	var keys [][]byte
 	for i, e := range j.b.Entries() {
 		l.c.idx.Delete(e.Hash)
-		l.c.forgetMemory(e.Hash)
 		keys = append(keys, j.b.Key(i))
 	}
 	return keys

@@ -154,11 +154,7 @@ func (l *segmentLayout) evictSegment(s *segHandle) error {
 	}
 	remember := c.evicting(s) // before the keys go (region.go)
 	for _, h := range hashes {
-		_, dropped := c.idx.DeleteIf(h, s.id)
-		if dropped {
-			c.forgetMemory(h)
-		}
-		if dropped && remember != nil && !c.unflushed.hasHash(h) {
+		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && remember != nil && !c.unflushed.hasHash(h) {
 			// Dropped unread: the policy may remember it. Not a key whose newer record (a
 			// promotion, a Put) waits to be committed: that one was not dropped.
 			remember(h)

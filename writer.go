@@ -629,7 +629,6 @@ func (w *writer) commit(j *flushJob) {
 		var keys [][]byte
 		if j.stream != nil {
 			c.idx.Delete(j.stream.Hash) // published at once by endStream, or the older record
-			c.forgetMemory(j.stream.Hash)
 			keys = [][]byte{j.key}
 		} else {
 			keys = c.layout.lose(j)

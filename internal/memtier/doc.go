@@ -6,8 +6,8 @@
 // among the records of a process: the cache gives it from the index's location), the key, the
 // record's header and attributes, and the value, checked against the record's CRC-32C by the
 // cache before it entered. A lookup names the tag the index holds now, so an entry of a record
-// that was overwritten, deleted or evicted is never found: coherence needs no invalidation, and
-// Remove only frees memory early.
+// that was overwritten, deleted or evicted is never found: coherence needs no invalidation. Such
+// an entry is never hit, and eviction takes it; a newer entry of its key replaces it at once.
 //
 // Eviction is S3-FIFO: a new entry goes to a small FIFO queue (SmallShare of the capacity); one
 // hit while there moves it to the main queue when it reaches the head, and one that was not hit

@@ -255,20 +255,6 @@ func bufSize(n int) int {
 	return n
 }
 
-// Remove drops the entry of hash h, if any: its record was overwritten, deleted or evicted.
-func (t *Tier) Remove(h uint64) {
-	s := t.shard(h)
-	s.mu.RLock()
-	_, ok := s.m[h]
-	s.mu.RUnlock()
-	if !ok {
-		return // the common case: nothing to take the tier's lock for
-	}
-	t.mu.Lock()
-	t.remove(h)
-	t.mu.Unlock()
-}
-
 // remove drops the entry of h from the map and counts it gone; its queue slot is skipped when it
 // reaches the head. The caller holds t.mu.
 func (t *Tier) remove(h uint64) {

@@ -51,10 +51,6 @@ func TestGetIsBoundToTagAndKey(t *testing.T) {
 	if st := tr.Stats(); st.Items != 1 || st.Bytes != newer.Size() {
 		t.Fatalf("after a replacement: %d items, %d bytes; want 1, %d", st.Items, st.Bytes, newer.Size())
 	}
-	tr.Remove(e.Hash)
-	if tr.Get(e.Hash, 9, []byte("k")) != nil || tr.Stats().Bytes != 0 || tr.Stats().Items != 0 {
-		t.Fatal("removed entry still held")
-	}
 }
 
 func TestRefusesLargeEntries(t *testing.T) {
@@ -118,7 +114,7 @@ func TestBoundUnderConcurrency(t *testing.T) {
 				case 0, 1:
 					add(tr, k, tag, 1+rng.IntN(8<<10), byte(tag))
 				case 2:
-					tr.Remove(h)
+					add(tr, k, tag+1, 1, byte(tag+1)) // a newer record of the key replaces the entry
 				default:
 					if e := tr.Get(h, tag, []byte(k)); e != nil {
 						if e.Tag != tag || string(e.Key) != k || e.Value[0] != byte(tag) {
@@ -150,16 +146,15 @@ func TestBoundUnderConcurrency(t *testing.T) {
 	}
 }
 
-// TestQueuesDropRemovedEntries: removed entries do not stay in the queues (where they would keep
-// their values alive) beyond the compaction.
+// TestQueuesDropRemovedEntries: entries replaced by newer ones of their key do not stay in the
+// queues (where they would keep their buffers) beyond the compaction.
 func TestQueuesDropRemovedEntries(t *testing.T) {
 	tr := New(64 << 20)
 	for i := range 10000 {
-		e := add(tr, fmt.Sprintf("k%05d", i), 1, 10, 0)
-		tr.Remove(e.Hash)
+		add(tr, fmt.Sprintf("k%02d", i%10), uint64(i), 10, 0)
 	}
 	if n := tr.small.len() + tr.main.len(); n > 200 {
-		t.Fatalf("%d queue slots for an empty tier", n)
+		t.Fatalf("%d queue slots for 10 entries", n)
 	}
 }
 
@@ -169,7 +164,7 @@ func TestBuffersReused(t *testing.T) {
 	tr := New(1 << 20)
 	held := add(tr, "held", 1, 10000, 'h')
 	r := tr.Get(held.Hash, 1, held.Key) // a reader holds it
-	tr.Remove(held.Hash)
+	add(tr, "held", 2, 10000, 'n')      // a newer record of the key replaces it
 	for i := range 1000 {
 		add(tr, fmt.Sprintf("k%04d", i), 1, 10000, 'x')
 	}
@@ -178,7 +173,7 @@ func TestBuffersReused(t *testing.T) {
 	}
 	tr.Release(r)
 	st := tr.Stats()
-	if made := st.Inserts; made != 1001 {
+	if made := st.Inserts; made != 1002 {
 		t.Fatalf("%d inserts", made)
 	}
 	if tr.freeBytes+st.Bytes > tr.capacity {
