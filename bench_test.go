@@ -159,50 +159,37 @@ func BenchmarkGetHit4K(b *testing.B) {
 	const n = 16 << 10
 	c := hitFixture.get(b, n, 4<<10)
 	keys := benchKeys('k', n)
-	buf := make([]byte, 8<<10)
+	buf := make([]byte, 4<<10)
 	// Warm the page cache.
 	for _, k := range keys {
-		c.ReadAt(k, buf[:4<<10], 0)
+		c.ReadAt(k, buf, 0)
 	}
-	b.SetBytes(4 << 10)
-	b.ReportAllocs()
-	sys0 := readSyscalls()
-	i := uint64(0)
-	for b.Loop() {
-		r, ok := c.Get(keys[(i*7919)%n])
-		if !ok {
-			b.Fatal("miss")
-		}
-		if m, err := io.ReadFull(r, buf[:4<<10]); err != nil || m != 4<<10 {
-			b.Fatal(m, err)
-		}
-		r.Close()
-		i++
-	}
-	if sys0 >= 0 {
-		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
-	}
+	benchGetHits(b, c, keys, 4<<10)
 }
 
 // BenchmarkReadAt4K is the zero-allocation hit path from a segment file (no memory tier).
 func BenchmarkReadAt4K(b *testing.B) {
 	const n = 16 << 10
-	c := hitFixture.get(b, n, 4<<10)
+	benchReadAtHits(b, hitFixture.get(b, n, 4<<10), benchKeys('k', n), 4<<10)
+}
+
+// BenchmarkReadAt4KMemory is BenchmarkReadAt4K with every blob in the memory tier: a hit is a
+// copy from memory, with no system call and no allocation.
+func BenchmarkReadAt4KMemory(b *testing.B) {
+	const n = 16 << 10
+	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
 	keys := benchKeys('k', n)
-	buf := make([]byte, 4<<10)
-	b.SetBytes(4 << 10)
-	b.ReportAllocs()
-	sys0 := readSyscalls()
-	i := uint64(0)
-	for b.Loop() {
-		if m, err := c.ReadAt(keys[(i*7919)%n], buf, 0); err != nil || m != len(buf) {
-			b.Fatal(m, err)
-		}
-		i++
-	}
-	if sys0 >= 0 {
-		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
-	}
+	memoryWarm(b, c, keys, 4<<10)
+	benchReadAtHits(b, c, keys, 4<<10)
+}
+
+// BenchmarkGetHit4KMemory is BenchmarkGetHit4K with every blob in the memory tier.
+func BenchmarkGetHit4KMemory(b *testing.B) {
+	const n = 16 << 10
+	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
+	keys := benchKeys('k', n)
+	memoryWarm(b, c, keys, 4<<10)
+	benchGetHits(b, c, keys, 4<<10)
 }
 
 // memoryWarm reads every key of c three times in a row, so that all are in its memory tier (a
@@ -222,15 +209,12 @@ func memoryWarm(b *testing.B, c *Cache, keys [][]byte, size int) {
 	}
 }
 
-// BenchmarkReadAt4KMemory is BenchmarkReadAt4K with every blob in the memory tier: a hit is a
-// copy from memory, with no system call and no allocation.
-func BenchmarkReadAt4KMemory(b *testing.B) {
-	const n = 16 << 10
-	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
-	keys := benchKeys('k', n)
-	memoryWarm(b, c, keys, 4<<10)
-	buf := make([]byte, 4<<10)
-	b.SetBytes(4 << 10)
+// benchReadAtHits times ReadAt of whole blobs of size bytes under keys, in a fixed scattered
+// order, and reports the read system calls per hit.
+func benchReadAtHits(b *testing.B, c *Cache, keys [][]byte, size int) {
+	n := uint64(len(keys))
+	buf := make([]byte, size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	sys0 := readSyscalls()
 	i := uint64(0)
@@ -245,15 +229,13 @@ func BenchmarkReadAt4KMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkGetHit4KMemory is BenchmarkGetHit4K with every blob in the memory tier.
-func BenchmarkGetHit4KMemory(b *testing.B) {
-	const n = 16 << 10
-	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
-	keys := benchKeys('k', n)
-	memoryWarm(b, c, keys, 4<<10)
-	buf := make([]byte, 4<<10)
-	b.SetBytes(4 << 10)
+// benchGetHits is benchReadAtHits with Get, a read to the end into a reused buffer and Close.
+func benchGetHits(b *testing.B, c *Cache, keys [][]byte, size int) {
+	n := uint64(len(keys))
+	buf := make([]byte, size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	sys0 := readSyscalls()
 	i := uint64(0)
 	for b.Loop() {
 		r, ok := c.Get(keys[(i*7919)%n])
@@ -265,6 +247,9 @@ func BenchmarkGetHit4KMemory(b *testing.B) {
 		}
 		r.Close()
 		i++
+	}
+	if sys0 >= 0 {
+		b.ReportMetric(float64(readSyscalls()-sys0)/float64(b.N), "reads/op")
 	}
 }
 
