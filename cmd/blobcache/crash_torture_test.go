@@ -57,7 +57,7 @@ func TestServerCrashTorture(t *testing.T) {
 	hist := newTortureHistory(clients * keysPer)
 	var acked, older, undeleted, damaged, misses, hits int
 	for cycle := range *serverTortureCycles {
-		srv := startTortureServer(t, exe, dir)
+		srv := startServeProcess(t, exe, nil, dir)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for c := range clients {
@@ -74,7 +74,7 @@ func TestServerCrashTorture(t *testing.T) {
 		wg.Wait()
 
 		// Restart and read every key back.
-		srv = startTortureServer(t, exe, dir)
+		srv = startServeProcess(t, exe, nil, dir)
 		mc := memcache.New(srv.mc)
 		for k := range clients * keysPer {
 			key := tortureKey(k)
@@ -113,15 +113,18 @@ func TestServerCrashTorture(t *testing.T) {
 		*serverTortureCycles, acked, hits+misses, hits, misses, older, undeleted, damaged)
 }
 
-type tortureServer struct {
+// serveProcess is a `blobcache serve` running as a process of its own.
+type serveProcess struct {
 	cmd      *exec.Cmd
 	http, mc string
 }
 
-// startTortureServer starts `blobcache serve` on dir and waits for its listeners.
-func startTortureServer(t *testing.T, exe, dir string) tortureServer {
+// startServeProcess starts the binary exe's `serve` on dir, on free loopback ports, with env
+// (nil: this process's), and waits for the line that names its listeners.
+func startServeProcess(t *testing.T, exe string, env []string, dir string) serveProcess {
 	t.Helper()
 	cmd := exec.Command(exe, "serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0", "--log-level", "error")
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +140,7 @@ func startTortureServer(t *testing.T, exe, dir string) tortureServer {
 		cmd.Wait()
 		t.Fatalf("serve: %v; stderr %q", err, stderr.String())
 	}
-	var s tortureServer
+	var s serveProcess
 	s.cmd = cmd
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, "http="); ok {
@@ -252,7 +255,7 @@ func (h *tortureHistory) takeAcked() int {
 
 // runTortureClient writes and deletes keys [c*n, (c+1)*n) through one interface (c mod 3:
 // memcached text, meta, HTTP) until the server dies or stop closes.
-func runTortureClient(c, n int, srv tortureServer, h *tortureHistory, seed uint64, stop chan struct{}) {
+func runTortureClient(c, n int, srv serveProcess, h *tortureHistory, seed uint64, stop chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	seq := seed << 20 // sequence numbers of this client, cycle and write
 	var mc *memcache.Client

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"errors"
@@ -732,22 +731,8 @@ func TestBinary(t *testing.T) {
 	t.Run("locked", func(t *testing.T) {
 		cwd := t.TempDir()
 		dir := filepath.Join(cwd, "cache")
-		serve := exec.Command(exe, "serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0")
-		serve.Env = env
-		stdout, err := serve.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var serveErr bytes.Buffer
-		serve.Stderr = &serveErr
-		if err := serve.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "serving ") {
-			t.Fatalf("serve: %q, %v; stderr %q", line, err, serveErr.String())
-		}
+		serve := startServeProcess(t, exe, env, dir)
+		defer func() { serve.cmd.Process.Signal(syscall.SIGTERM); serve.cmd.Wait() }()
 		// verify reads the files without opening the cache: it runs beside the writer.
 		if out, errOut, st := blobcache(cwd, "", "verify", "--dir", dir); st != 0 || !strings.HasSuffix(out, "; 0 corrupt\n") {
 			t.Errorf("verify beside a running server: status %d, stdout %q, stderr %q", st, out, errOut)
