@@ -188,7 +188,7 @@ func TestReinsertLosesToNewerWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.w.mu.Lock()
-		c.w.credit.Set(1 << 30)
+		c.w.earn(1 << 30) // as much credit as there is room for
 		c.w.mu.Unlock()
 		if res := c.w.reinsert(h, hdr, []byte(k), old, nil, loc, 0); res != reinsertGone {
 			t.Fatalf("case %d: reinsert after a newer write = %d, want refused", i, res)

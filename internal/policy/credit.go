@@ -32,6 +32,3 @@ func (c *Credit) Covers(n int64) bool { return c.left >= n }
 
 // Spend takes n bytes of copies off the credit; the caller checked Covers.
 func (c *Credit) Spend(n int64) { c.left -= n }
-
-// Set sets the credit left (tests).
-func (c *Credit) Set(n int64) { c.left = n }

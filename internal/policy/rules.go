@@ -86,9 +86,6 @@ type Candidate struct {
 
 // Rules is an eviction policy: where writes go, what goes first, what is written again.
 type Rules interface {
-	// Kind is the policy the rules carry out (after Config's limits: probation without room
-	// for two logs is reinsertion, any policy without a MaxSize is FIFO).
-	Kind() Kind
 	// Regions is the number of logs writes go to: 1, or 2 under probation.
 	Regions() int
 	// Route is the log a write goes to; ghost says it goes to main because the ghost remembered
@@ -133,7 +130,6 @@ func New(cfg Config) Rules {
 // fifo is one log, evicted oldest first, whole.
 type fifo struct{}
 
-func (fifo) Kind() Kind                   { return KindFIFO }
 func (fifo) Regions() int                 { return 1 }
 func (fifo) Route(Write) (Region, bool)   { return Main, false }
 func (fifo) Admitted(uint64)              {}
@@ -158,7 +154,6 @@ type reinsert struct {
 // half missed more than S3-FIFO does.
 const SingleHitCopies, SingleHitOf = 7, 10
 
-func (*reinsert) Kind() Kind                   { return KindReinsert }
 func (*reinsert) Regions() int                 { return 1 }
 func (*reinsert) Route(Write) (Region, bool)   { return Main, false }
 func (*reinsert) Admitted(uint64)              {}
@@ -218,7 +213,6 @@ const MinGhost = 64
 // ghost holds 90% of the cache's objects).
 const GhostPerBlob = 0.9
 
-func (*probation) Kind() Kind          { return KindProbation }
 func (*probation) Regions() int        { return int(Regions) }
 func (p *probation) Ghost() *ghost.Set { return p.ghost.Load() }
 
