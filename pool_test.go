@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/bufmem"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -70,9 +72,14 @@ func TestPoolReadBuffers(t *testing.T) {
 // path's own are. A buffer past the largest class is made for each call, so it is counted anew.
 func TestPoolGetBufferCounted(t *testing.T) {
 	const n = 5 << 20
-	// Buffers of earlier tests may be uncounted meanwhile (the collector's cleanups): try again.
+	// Buffers of earlier tests may be uncounted meanwhile (the collector's cleanups run on their
+	// own goroutine, some time after a collection): collect, let the cleanups run, and try again
+	// until one measurement saw nothing else move.
 	var delta int64
-	for range 5 {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
 		before := bufmem.Bytes()
 		b := GetBuffer(n)
 		delta = bufmem.Bytes() - before
