@@ -19,7 +19,12 @@ type Stats struct {
 	// (less holes punched into dead records) and averages about MaxSize less half a segment.
 	DataBytes    int64
 	PendingBytes int64 // bytes of records in the write buffer, not yet in a segment
-	BufferBytes  int64 // memory the write buffers hold (let go after a while with nothing to write)
+	// MaxSize is the bound on DataBytes in force (Options.MaxSize, or the bound recorded in the
+	// directory for MaxSizeAuto), 0 for none; WriteBudget is Options.WriteBudget, in bytes per
+	// second, 0 for none.
+	MaxSize     int64
+	WriteBudget int64
+	BufferBytes int64 // memory the write buffers hold (let go after a while with nothing to write)
 	// ReadBufferBytes is the memory of the read path's pooled buffers (Get's record buffers,
 	// ReadAt's scratch, the bounce buffers of direct reads, and those GetBuffer hands out of
 	// the same pools), from when each is made until the garbage collector frees it: pools keep
@@ -159,6 +164,8 @@ func (c *Cache) Stats() Stats {
 	s := Stats{
 		Blobs:              int64(c.idx.Len()),
 		DiskBytes:          c.diskBytes.Load(),
+		MaxSize:            c.opts.MaxSize,
+		WriteBudget:        c.opts.WriteBudget,
 		Puts:               c.stats.puts.Load(),
 		Deletes:            c.stats.deletes.Load(),
 		PutWaits:           c.stats.putWaits.Load(),

@@ -64,6 +64,8 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	gauge("blobcache_segments", "Live segment files.", func(s *blobcache.Stats) float64 { return float64(s.Segments) })
 	gauge("blobcache_disk_bytes", "Disk space of the segments (allocated bytes).", func(s *blobcache.Stats) float64 { return float64(s.DiskBytes) })
 	gauge("blobcache_data_bytes", "Disk space of the segments without the active segment's preallocated, unwritten tail: what the cache holds.", func(s *blobcache.Stats) float64 { return float64(s.DataBytes) })
+	gauge("blobcache_max_size_bytes", "The bound on blobcache_data_bytes in force (--max-size, or the share of the file system recorded when the cache was made); 0 for none.", func(s *blobcache.Stats) float64 { return float64(s.MaxSize) })
+	gauge("blobcache_write_budget_bytes_per_second", "The bound on the rate of device writes (--write-budget); 0 for none.", func(s *blobcache.Stats) float64 { return float64(s.WriteBudget) })
 	gauge("blobcache_pending_bytes", "Bytes in the write buffer, not yet in a segment.", func(s *blobcache.Stats) float64 { return float64(s.PendingBytes) })
 	gauge("blobcache_stray_files", "Files in the cache's directories that the cache did not write, left alone.", func(s *blobcache.Stats) float64 { return float64(s.StrayFiles) })
 	gauge("blobcache_write_buffer_bytes", "Memory the write buffers hold (let go when the cache is idle).", func(s *blobcache.Stats) float64 { return float64(s.BufferBytes) })
