@@ -141,14 +141,17 @@ func (l *keyLookup) hit() {
 }
 
 // touched notes a hit that returned bytes of the record l found: its access bit, for
-// reinsertion (see reinsert.go), for the read path's choice (see readroute.go) and for the
-// memory tier's admission (memory.go). Not when none reads the bits (PolicyFIFO with
-// DirectIOReads or BufferedReads, and no memory tier).
+// reinsertion (see reinsert.go), for the read path's choice (see readroute.go), for the
+// memory tier's admission (memory.go) and for the unfetched counts of Stats.
 func (l *keyLookup) touched() {
-	if l.c.countsHits() || l.c.routesReads() || l.c.mem != nil {
+	if l.c.countsAccess() {
 		l.c.idx.Touch(l.h, l.loc)
 	}
 }
+
+// countsAccess reports whether hits are counted in the index: not when nothing decides by them
+// (PolicyFIFO with DirectIOReads or BufferedReads, and no memory tier).
+func (c *Cache) countsAccess() bool { return c.countsHits() || c.routesReads() || c.mem != nil }
 
 func (l *keyLookup) miss() {
 	if l.st != nil {
@@ -174,6 +177,9 @@ func (l *keyLookup) live(version uint64, ctime, expires int64) bool {
 	}
 	// Where the record is: in the write buffer (found before next ran), or at l.loc.
 	o := observation{buffered: l.tries == 0, rawVersion: version, inIndex: l.tries > 0, loc: l.loc}
+	if f == expired && o.inIndex && l.c.countsAccess() && l.c.idx.Hits(l.h, l.loc) == 0 {
+		l.c.stats.expiredUnfetched.Add(1)
+	}
 	l.c.dropStale(l.key, f, o)
 	return false
 }

@@ -153,8 +153,21 @@ func (l *segmentLayout) evictSegment(s *segHandle) error {
 		})
 	}
 	remember := c.evicting(s) // before the keys go (region.go)
+	counts := c.countsAccess()
 	for _, h := range hashes {
-		if _, dropped := c.idx.DeleteIf(h, s.id); dropped && remember != nil && !c.unflushed.hasHash(h) {
+		unfetched := false
+		if loc, ok := c.idx.Get(h); counts && ok && loc.Segment == s.id {
+			unfetched = c.idx.Hits(h, loc) == 0
+		}
+		_, dropped := c.idx.DeleteIf(h, s.id)
+		if !dropped {
+			continue
+		}
+		c.stats.evictedBlobs.Add(1)
+		if unfetched {
+			c.stats.evictedUnfetched.Add(1)
+		}
+		if remember != nil && !c.unflushed.hasHash(h) {
 			// Dropped unread: the policy may remember it. Not a key whose newer record (a
 			// promotion, a Put) waits to be committed: that one was not dropped.
 			remember(h)
@@ -296,6 +309,7 @@ func (l *segmentLayout) punch(s *segHandle, punches []freedRange) {
 		}
 		l.mu.Unlock()
 		c.stats.punchedBytes.Add(uint64(p.n))
+		c.stats.punchedRecords.Add(1)
 	}
 }
 

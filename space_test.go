@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 )
 
 func TestEvictionFIFO(t *testing.T) {
@@ -75,6 +76,10 @@ func TestOverwriteFreesSpace(t *testing.T) {
 	st := c.Stats()
 	if st.PunchedBytes < 40*28<<10 {
 		t.Fatalf("punched %d bytes after 119 overwrites of 40 KiB", st.PunchedBytes)
+	}
+	// One hole per record: each 40 KiB record's holes are one range.
+	if blocks := st.PunchedBytes / (36 << 10); st.PunchedRecords == 0 || st.PunchedRecords > 119 || st.PunchedRecords < blocks*9/10 {
+		t.Fatalf("punched %d records for %d bytes", st.PunchedRecords, st.PunchedBytes)
 	}
 	expect(t, c, "k", value("k", 119, 40<<10))
 }
@@ -155,4 +160,89 @@ func effectiveCapacity(tb testing.TB, maxSize int64, rounds int64, p Policy) (me
 		tb.Fatal("no eviction")
 	}
 	return float64(sum) / float64(n) / float64(maxSize), lo, hi, seg
+}
+
+// TestStatsEvictedBlobs: Stats counts the blobs evictions took, and those of them no read had
+// hit, as the keys that went and the reads made show; and the reads that found a blob expired
+// that no read had hit before.
+func TestStatsEvictedBlobs(t *testing.T) {
+	const seg = 2 << 20
+	for _, opts := range [][]Option{{WithPolicy(PolicyFIFO)}, {WithPolicy(PolicyFIFO), WithMemorySize(8 << 20)}} {
+		c := open(t, t.TempDir(), small(append(opts, WithMaxSize(4*seg))...)...)
+		if !c.Stats().HitsCounted {
+			t.Fatal("the read route counts hits: HitsCounted false")
+		}
+		const n = 1200 // three times MaxSize of 10 KiB blobs
+		read := map[int]bool{}
+		for i := range n {
+			k := fmt.Sprintf("k%05d", i)
+			if err := c.Put([]byte(k), value(k, 0, 10<<10)); err != nil {
+				t.Fatal(err)
+			}
+			if i%10 == 5 {
+				// A key written again: its first record goes with its segment, not the key.
+				k := fmt.Sprintf("k%05d", i-3)
+				if err := c.Put([]byte(k), value(k, 0, 10<<10)); err != nil {
+					t.Fatal(err)
+				}
+				delete(read, i-3)
+			}
+			if i%3 == 0 && i > 0 {
+				// A recent key, still in the cache and out of the write buffer (a hit on a
+				// record there is not counted; its segment's is).
+				c.Drain()
+				j := i - 1 - (i/3)%7
+				if _, ok := getBytes(t, c, fmt.Sprintf("k%05d", j)); ok {
+					read[j] = true
+				}
+			}
+			if i%50 == 0 {
+				c.Drain()
+			}
+		}
+		c.Drain()
+		st := c.Stats()
+		var gone, goneUnread uint64
+		for i := range n {
+			if _, ok := c.Stat([]byte(fmt.Sprintf("k%05d", i))); ok != nil {
+				gone++
+				if !read[i] {
+					goneUnread++
+				}
+			}
+		}
+		if st.Evictions == 0 || gone == 0 || st.EvictedBlobs != gone || st.EvictedUnfetched != goneUnread || goneUnread == gone {
+			t.Fatalf("%d segments evicted, EvictedBlobs %d, EvictedUnfetched %d; %d keys gone, %d of them never read",
+				st.Evictions, st.EvictedBlobs, st.EvictedUnfetched, gone, goneUnread)
+		}
+		c.Close()
+	}
+
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	c := open(t, t.TempDir(), small(WithClock(clock))...)
+	defer c.Close()
+	for _, k := range []string{"read", "unread", "buffered"} {
+		if _, err := c.PutWith([]byte(k), []byte(k), PutOptions{Expires: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if k == "unread" {
+			c.Drain()
+		}
+	}
+	mustGet(t, c, "read")
+	c.Drain()
+	if _, err := c.PutWith([]byte("buffered"), []byte("buffered"), PutOptions{Expires: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	for _, k := range []string{"read", "unread", "buffered"} {
+		if _, ok := getBytes(t, c, k); ok {
+			t.Fatalf("%s read after it expired", k)
+		}
+	}
+	// "buffered" was found expired in the write buffer, where no hit is counted: not counted.
+	if st := c.Stats(); st.Expired != 3 || st.ExpiredUnfetched != 1 {
+		t.Fatalf("Expired %d, ExpiredUnfetched %d; want 3 and 1 (only \"unread\")", st.Expired, st.ExpiredUnfetched)
+	}
 }

@@ -88,14 +88,30 @@ type Stats struct {
 	MemoryEvictions uint64
 	MemoryDeclined  uint64
 
-	Flushes       uint64        // batches written
-	FlushedBytes  uint64        // bytes of batches written
-	FlushTime     time.Duration // total time flush workers spent writing
-	FlushErrors   uint64
-	ReadErrors    uint64
-	Evictions     uint64 // segments evicted
-	EvictedBytes  uint64
-	PunchedBytes  uint64 // space returned by punching out overwritten and deleted records
+	Flushes      uint64        // batches written
+	FlushedBytes uint64        // bytes of batches written
+	FlushTime    time.Duration // total time flush workers spent writing
+	FlushErrors  uint64
+	ReadErrors   uint64
+	Evictions    uint64 // segments evicted
+	EvictedBytes uint64
+	PunchedBytes uint64 // space returned by punching out overwritten and deleted records
+	// EvictedBlobs are the blobs evictions took: records the index still pointed to when their
+	// segment went (a record written again first, by reinsertion or a Put, is not one).
+	// EvictedUnfetched are those of them no read had hit since they were written, and
+	// ExpiredUnfetched the reads that found a blob expired that no read had hit before; both
+	// count only while the cache counts hits (HitsCounted), and a hit is counted on a record in a
+	// segment (one served from the write buffer is not). PunchedRecords are the overwritten,
+	// deleted and expired records whose blocks were punched out before their segment's eviction
+	// (a record within one block has none).
+	EvictedBlobs     uint64
+	EvictedUnfetched uint64
+	ExpiredUnfetched uint64
+	PunchedRecords   uint64
+	// HitsCounted says whether the cache counts each record's hits (every policy but PolicyFIFO,
+	// the read route, or a memory tier need them): without, EvictedUnfetched and
+	// ExpiredUnfetched stay 0.
+	HitsCounted   bool
 	CorruptRecord uint64 // records that failed a check on read or recovery
 	TornTails     uint64 // segments whose unfinished tail was cut back on open
 	Orphans       uint64 // files of the cache's own that nothing used any more, removed
@@ -152,6 +168,8 @@ type counters struct {
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
+	evictedBlobs, evictedUnfetched        atomic.Uint64
+	expiredUnfetched, punchedRecords      atomic.Uint64
 	bufferReleases                        atomic.Uint64
 	corrupt, tornTails, orphans, rebuilds atomic.Uint64
 	strays                                atomic.Int64
@@ -195,6 +213,11 @@ func (c *Cache) Stats() Stats {
 		Evictions:          c.stats.evictions.Load(),
 		EvictedBytes:       c.stats.evictedBytes.Load(),
 		PunchedBytes:       c.stats.punchedBytes.Load(),
+		EvictedBlobs:       c.stats.evictedBlobs.Load(),
+		EvictedUnfetched:   c.stats.evictedUnfetched.Load(),
+		ExpiredUnfetched:   c.stats.expiredUnfetched.Load(),
+		PunchedRecords:     c.stats.punchedRecords.Load(),
+		HitsCounted:        c.countsAccess(),
 		CorruptRecord:      c.stats.corrupt.Load(),
 		TornTails:          c.stats.tornTails.Load(),
 		Orphans:            c.stats.orphans.Load(),
