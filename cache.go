@@ -94,12 +94,23 @@ func New(path string, opts ...Option) (*Cache, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	given := o
 	o = o.withDefaults()
 	c := &Cache{opts: o, dir: path}
 	c.segs = newSegmentLayout(c)
 	c.unflushed.init()
 	if err := c.openDir(); err != nil {
 		return nil, err
+	}
+	if given.MaxSize == MaxSizeAuto {
+		// The bound is known now: derive again what derives from it.
+		given.MaxSize, given.PerBlobFiles = c.opts.MaxSize, c.opts.PerBlobFiles
+		if err := given.Validate(); err != nil {
+			c.lock.Close()
+			return nil, fmt.Errorf("blobcache: %s: MaxSizeAuto chose %d bytes: %w", path, given.MaxSize, err)
+		}
+		d := given.withDefaults()
+		c.opts.SegmentSize, c.opts.WriteBufferSize = d.SegmentSize, d.WriteBufferSize
 	}
 	c.probeDirect()
 	o = c.opts // openDir adopts the directory's storage mode; probeDirect may turn direct I/O off
@@ -247,6 +258,12 @@ func (c *Cache) openDir() error {
 		// An empty directory, or a creation a crash cut short: Replace starts it again.
 		lk.Close()
 		return err
+	}
+	if c.opts.MaxSize == MaxSizeAuto {
+		if err := c.adoptBound(); err != nil {
+			lk.Close()
+			return err
+		}
 	}
 	if c.opts.ReadOnly {
 		return nil

@@ -34,8 +34,9 @@ type Options struct {
 	// ones fit in MaxSize; the files, which also hold at most one segment of preallocated space
 	// (segments are preallocated half at a time), stay within MaxSize plus one segment at any
 	// moment. A write that needs room while the oldest segment is still being sealed waits for
-	// the seal (Stats.RoomWaits). 0 means unlimited. If set it must be at least 2*SegmentSize
-	// (except with PerBlobFiles, where blobs are evicted one by one in write order).
+	// the seal (Stats.RoomWaits). 0 means unlimited; MaxSizeAuto, a share of the file system
+	// chosen when the cache is made and kept (see MaxSizeAuto). If set it must be at least
+	// 2*SegmentSize (except with PerBlobFiles, where blobs are evicted one by one in write order).
 	//
 	// Eviction frees a whole segment at a time, so the data held averages about MaxSize less half
 	// a segment: with the derived SegmentSize, a segment is at most a thirty-second of MaxSize
@@ -280,8 +281,8 @@ func (o Options) Validate() error {
 		return bad("SegmentSize %d is outside (0, 4 GiB)", o.SegmentSize)
 	case o.SegmentSize < MinSegmentSize(o.WriteBufferSize):
 		return bad("SegmentSize %d must be at least %d: a segment header, one WriteBufferSize (%d) of records and their footer", o.SegmentSize, MinSegmentSize(o.WriteBufferSize), o.WriteBufferSize)
-	case o.MaxSize < 0:
-		return bad("MaxSize %d is negative", o.MaxSize)
+	case o.MaxSize < 0 && o.MaxSize != MaxSizeAuto:
+		return bad("MaxSize %d is negative (and not MaxSizeAuto)", o.MaxSize)
 	case o.MaxSize > 0 && o.MaxSize < 2*o.SegmentSize && !o.PerBlobFiles:
 		return bad("MaxSize %d must be 0 (unlimited) or at least 2*SegmentSize (%d)", o.MaxSize, 2*o.SegmentSize)
 	case o.DirectIOReads && o.PerBlobFiles:

@@ -15,6 +15,7 @@ import (
 var (
 	identityFormat = Format{Name: "identity file", Magic: "BLOBCACH", Fields: []int{4, 4, 8}, Reserved: 4}
 	stateFormat    = Format{Name: "state file", Magic: "BCSTATE\x00", Fields: []int{8, 8, 8}, Reserved: 4}
+	boundFormat    = Format{Name: "bound file", Magic: "BCBOUND\x00", Fields: []int{8, 8, 4}, Reserved: 4}
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -39,6 +40,8 @@ var goldens = []struct {
 	{"identity v1 per-blob", &identityFormat, "424c4f42434143480100000001000000" + "4adb74e33401eb1800000000b20d701e", []uint64{1, 1, 0x18eb0134e374db4a}},
 	{"identity v2 per-blob", &identityFormat, "424c4f42434143480200000001000000" + "4adb74e33401eb18000000007515b447", []uint64{2, 1, 0x18eb0134e374db4a}},
 	{"state", &stateFormat, "4243535441544500080706050403020118171615" + "14131211feffffffffffffff0000000055ff9f91", []uint64{0x0102030405060708, 0x1112131415161718, 0xfffffffffffffffe}},
+	// 256 MiB of a 100 GiB file system, 800 per mille.
+	{"bound", &boundFormat, "4243424f554e44000000001000000000" + "00000000190000002003000000000000327f0e88", []uint64{256 << 20, 100 << 30, 800}},
 }
 
 func TestFormatGolden(t *testing.T) {

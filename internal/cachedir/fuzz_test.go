@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzDecode: any bytes either decode to fields that Encode turns back into the very same bytes,
-// or give an error that is corruption and names its kind, for the identity and state layouts,
+// or give an error that is corruption and names its kind, for the identity, state and bound layouts,
 // with and without a Check. Seeded with the golden records.
 func FuzzDecode(f *testing.F) {
 	for _, g := range goldens {
@@ -18,6 +18,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte("BLOBCACH"))
 	f.Add([]byte("BCSTATE\x00"))
+	f.Add([]byte("BCBOUND\x00"))
 	f.Add([]byte{})
 	versioned := identityFormat
 	versioned.Check = func(fields []uint64) error {
@@ -26,7 +27,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		return nil
 	}
-	formats := []*Format{&identityFormat, &stateFormat, &versioned}
+	formats := []*Format{&identityFormat, &stateFormat, &boundFormat, &versioned}
 	kinds := []error{ErrLength, ErrMagic, ErrBadField, ErrReserved, ErrChecksum}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, format := range formats {

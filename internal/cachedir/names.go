@@ -14,6 +14,7 @@ const (
 	StateFile    = "STATE"
 	BloomFile    = "bloom.dat"
 	IntentsFile  = "INTENTS" // the intent log (internal/intent), a file mapping
+	BoundFile    = "BOUND"   // the disk bound chosen when the cache was made (Options.MaxSize)
 	SegmentsDir  = "segments"
 	BlobsDir     = "blobs"
 	// TempSuffix ends the name of Replace's temporary file: NAME.tmp is the new NAME until
@@ -22,7 +23,7 @@ const (
 )
 
 // replaced are the files the cache writes with Replace, so NAME.tmp of each is the cache's.
-var replaced = []string{IdentityFile, StateFile, BloomFile}
+var replaced = []string{IdentityFile, StateFile, BloomFile, BoundFile}
 
 // Kind is whose an entry of the directory is.
 type Kind uint8

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -479,5 +483,34 @@ func BenchmarkWritevAt(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpace: Space agrees with the statfs that df reads (checked against the numbers df prints
+// where df is installed; the free space may move a little between the two calls).
+func TestSpace(t *testing.T) {
+	dir := t.TempDir()
+	size, avail, err := Space(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size <= 0 || avail < 0 || avail > size {
+		t.Fatalf("size %d, avail %d", size, avail)
+	}
+	out, err := exec.Command("df", "-B1", "--output=size,avail", dir).Output()
+	if err != nil {
+		t.Skipf("df: %v", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 4 {
+		t.Fatalf("df printed %q", out)
+	}
+	dfSize, _ := strconv.ParseInt(f[2], 10, 64)
+	dfAvail, _ := strconv.ParseInt(f[3], 10, 64)
+	if dfSize != size || math.Abs(float64(dfAvail-avail)) > float64(size)/100 {
+		t.Fatalf("Space: size %d, avail %d; df: size %d, avail %d", size, avail, dfSize, dfAvail)
+	}
+	if _, _, err := Space(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("Space of a missing path: no error")
 	}
 }
