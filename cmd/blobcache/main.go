@@ -212,7 +212,7 @@ func boolInt(b bool) int {
 func withCache(dir string, opts []blobcache.Option, stderr io.Writer, fn func(*blobcache.Cache) error) error {
 	_, err := os.Stat(filepath.Join(dir, "BLOBCACHE")) // the identity file (identity.go)
 	created := errors.Is(err, os.ErrNotExist)
-	c, err := blobcache.New(dir, append([]blobcache.Option{blobcache.WithFsync(true), blobcache.WithVerifyOnRead(true)}, opts...)...)
+	c, err := blobcache.New(dir, append([]blobcache.Option{blobcache.WithFsync(true), blobcache.WithVerifyOnRead(true), blobcache.WithMaxSize(blobcache.MaxSizeAuto)}, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func withCache(dir string, opts []blobcache.Option, stderr io.Writer, fn func(*b
 // empty directory is "no cache at D"), runs fn and closes it. Reads are verified: a damaged blob
 // makes get fail instead of printing wrong bytes.
 func readCache(dir string, fn func(*blobcache.Cache) error) error {
-	c, err := blobcache.New(dir, blobcache.WithReadOnly(true), blobcache.WithVerifyOnRead(true))
+	c, err := blobcache.New(dir, blobcache.WithReadOnly(true), blobcache.WithVerifyOnRead(true), blobcache.WithMaxSize(blobcache.MaxSizeAuto))
 	if err != nil {
 		return err
 	}
@@ -290,6 +290,11 @@ func stat(c *blobcache.Cache, w io.Writer) error {
 	fmt.Fprintf(w, "blobs             %d\n", s.Blobs)
 	fmt.Fprintf(w, "disk bytes        %d (%s)\n", s.DiskBytes, human(s.DiskBytes))
 	fmt.Fprintf(w, "data bytes        %d (%s)\n", s.DataBytes, human(s.DataBytes))
+	if s.MaxSize > 0 {
+		fmt.Fprintf(w, "disk bound        %d (%s), recorded when the cache was made (serve --max-size overrides it)\n", s.MaxSize, human(s.MaxSize))
+	} else {
+		fmt.Fprintf(w, "disk bound        none recorded (serve bounds it with --max-size)\n")
+	}
 	fmt.Fprintf(w, "index memory      %d bytes\n", s.IndexBytes)
 	fmt.Fprintf(w, "bloom memory      %d bytes\n", s.BloomBytes)
 	fmt.Fprintf(w, "bloom fill        %.4f\n", s.BloomFill)

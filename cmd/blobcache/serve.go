@@ -52,7 +52,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tokenFile, tlsCert, tlsKey, logLevel string
 		maxValue, maxInflight, maxHeader     = sizeFlag(0), sizeFlag(0), sizeFlag(64 << 10)
 		maxLine                              = sizeFlag(16 << 10)
-		maxSize, segSize, wbufSize           = sizeFlag(0), sizeFlag(0), sizeFlag(0)
+		maxSize                              = boundFlag(blobcache.MaxSizeAuto)
+		segSize, wbufSize                    = sizeFlag(0), sizeFlag(0)
 		expected                             int64
 		noVerify                             bool
 		policy, admission                    string
@@ -81,7 +82,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close idle keep-alive connections after this long (default 2m HTTP, 5m memcached)")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time allowed to requests in progress at shutdown")
 	fl.Var(&memory, "memory", "memory for hot values (the memory tier), like memcached's -m (default none)")
-	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it (default unlimited)")
+	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it: a size, unlimited, or auto: 80% of the file system's size (at most what leaves 5% of it free), chosen when the cache is made and kept")
 	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
 	fl.Var(&wbufSize, "write-buffer-size", "write batch size (default 16M); larger values skip the batch")
 	fl.BoolVar(&cfg.Cache.Fsync, "fsync", false, "sync every batch: a write is durable once the next flush returns")
@@ -186,6 +187,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if created {
 		fmt.Fprintf(stderr, "blobcache: created a new cache at %s\n", cfg.Dir)
 	}
+	fmt.Fprintf(stderr, "blobcache: %s\n", describeBound(s.Cache().Stats().MaxSize, int64(maxSize), cfg.Dir))
 	fmt.Fprintf(stdout, "serving http=%s memcache=%s dir=%s\n", s.HTTPAddr(), s.MemcacheAddr(), cfg.Dir)
 	return s.Run(ctx)
 }
@@ -208,6 +210,51 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "devel"
+}
+
+// boundFlag is --max-size: a byte count as sizeFlag takes it, "unlimited" (0) or "auto"
+// (blobcache.MaxSizeAuto).
+type boundFlag int64
+
+func (b *boundFlag) String() string {
+	switch int64(*b) {
+	case blobcache.MaxSizeAuto:
+		return "auto"
+	case 0:
+		return "unlimited"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *boundFlag) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "auto":
+		*b = blobcache.MaxSizeAuto
+		return nil
+	case "unlimited":
+		*b = 0
+		return nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return fmt.Errorf("%w, auto or unlimited", err)
+	}
+	*b = boundFlag(n)
+	return nil
+}
+
+// describeBound says what bounds the cache's disk space: bound (Stats.MaxSize) and where it came
+// from, given the MaxSize asked for.
+func describeBound(bound, asked int64, dir string) string {
+	switch {
+	case bound == 0:
+		return "disk space unlimited (--max-size unlimited): the cache grows until the file system is full, then evicts"
+	case asked == blobcache.MaxSizeAuto:
+		return fmt.Sprintf("disk bound %s (%d bytes): chosen when the cache was made, %.0f%% of the file system's size at most, kept in %s; --max-size overrides it",
+			human(bound), bound, 100*blobcache.AutoMaxSizeShare, filepath.Join(dir, "BOUND"))
+	default:
+		return fmt.Sprintf("disk bound %s (%d bytes), from --max-size", human(bound), bound)
+	}
 }
 
 // sizeFlag is a byte count with an optional K, M, G or T suffix (powers of 1024, an optional

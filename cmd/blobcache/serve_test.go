@@ -236,3 +236,53 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestServeDiskBound: serve bounds a new cache's disk by default (MaxSizeAuto), says so on
+// stderr, and the next start keeps the bound recorded, which stat shows; --max-size overrides
+// it for its run and unlimited lifts it.
+func TestServeDiskBound(t *testing.T) {
+	dir := t.TempDir()
+	run := func(flags ...string) (bound int64, said string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var st blobcache.Stats
+		_, _, done, stderr := startServe(t, func(stdout, stderr io.Writer) error {
+			return serve(ctx, append(smallServe(dir), flags...), stdout, stderr)
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve %q: %v", flags, err)
+		}
+		for line := range strings.Lines(stderr.String()) {
+			if strings.Contains(line, "disk bound") || strings.Contains(line, "disk space unlimited") {
+				said = line
+			}
+		}
+		c, err := blobcache.New(dir, blobcache.WithReadOnly(true), blobcache.WithMaxSize(blobcache.MaxSizeAuto))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = c.Stats()
+		c.Close()
+		return st.MaxSize, said
+	}
+	// smallServe sets --segment-size, which a bound must hold twice over.
+	first, said := run()
+	if first <= 0 || !strings.Contains(said, fmt.Sprint(first)) || !strings.Contains(said, "BOUND") {
+		t.Fatalf("default: recorded bound %d; serve said %q", first, said)
+	}
+	if again, said := run(); again != first || !strings.Contains(said, fmt.Sprint(first)) {
+		t.Fatalf("restarted: bound %d (first %d); serve said %q", again, first, said)
+	}
+	if _, said := run("--max-size", "1G"); !strings.Contains(said, "1073741824") || !strings.Contains(said, "--max-size") {
+		t.Fatalf("--max-size 1G: serve said %q", said)
+	}
+	if _, said := run("--max-size", "unlimited"); !strings.Contains(said, "unlimited") {
+		t.Fatalf("--max-size unlimited: serve said %q", said)
+	}
+	out := mustCLI(t, nil, "stat", "--dir", dir)
+	if !strings.Contains(out, fmt.Sprintf("disk bound        %d", first)) {
+		t.Fatalf("stat does not show the recorded bound %d:\n%s", first, out)
+	}
+}
