@@ -256,10 +256,12 @@ func (s *Server) setupMemcache() error {
 		WriteTimeout: s.cfg.WriteTimeout,
 		Token:        s.cfg.Token,
 		Version:      s.cfg.Version,
+		MaxConns:     s.cfg.MaxConns,
+		Settings:     s.settings(),
 		Metrics:      s.metrics,
 		Log:          s.cfg.Log,
 	})
-	ln, err := s.listen(s.cfg.MemcacheAddr, "memcache", memcache.Reject)
+	ln, err := s.listen(s.cfg.MemcacheAddr, "memcache", s.mc.Reject)
 	if err != nil {
 		return err
 	}
@@ -389,4 +391,22 @@ func (s *Server) shutdown() error {
 	cacheErr := s.closeCache() // drains the write buffer, seals the active segment
 	s.cfg.Log.Info("cache closed", "took", time.Since(t), "err", cacheErr)
 	return errors.Join(httpErr, mcErr, cacheErr)
+}
+
+// settings are the cache's settings for the memcached protocol's "stats settings".
+func (s *Server) settings() []memcache.Setting {
+	o := &s.cfg.Cache
+	yesNo := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	return []memcache.Setting{
+		{Name: "ssl_enabled", Value: yesNo(s.cfg.TLS != nil)},
+		{Name: "blobcache_policy", Value: o.Policy.String()},
+		{Name: "blobcache_fsync", Value: yesNo(o.Fsync)},
+		{Name: "blobcache_verify_on_read", Value: yesNo(o.VerifyOnRead)},
+		{Name: "blobcache_direct_writes", Value: yesNo(!o.BufferedWrites)},
+	}
 }

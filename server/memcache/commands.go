@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -105,6 +102,7 @@ func (c *conn) command() error {
 		result, err = c.metaArithmetic(c.toks)
 	case "me":
 		op = "me"
+		c.s.stats.cmdMeta.Add(1) // memcached counts me alone as cmd_meta; mg is a get, and so on
 		result = c.metaDebug(c.toks)
 	case "mn":
 		op = "mn"
@@ -415,112 +413,3 @@ func (c *conn) verbosity(toks [][]byte) string {
 
 // maxVerbosity is memcached's highest verbosity level; a higher one is taken as it.
 const maxVerbosity = 2
-
-// writeStats answers "stats" with memcached's general statistics that this server can fill
-// truthfully (docs/SERVER.md lists the others and why they are missing), then blobcache's own;
-// "stats settings" with the settings that apply; and the slab, item, size and connection
-// groups, empty here (there are no slab classes). Any other argument is an ERROR, as in
-// memcached.
-func (c *conn) writeStats(args [][]byte) string {
-	switch {
-	case len(args) == 0:
-		c.generalStats()
-	case string(args[0]) == "settings":
-		c.settingsStats()
-	case string(args[0]) == "items", string(args[0]) == "slabs", string(args[0]) == "sizes", string(args[0]) == "conns":
-	default:
-		c.w.WriteString("ERROR\r\n")
-		return "error"
-	}
-	c.w.WriteString("END\r\n")
-	return "ok"
-}
-
-func (c *conn) stat(name string, v any) { fmt.Fprintf(c.w, "STAT %s %v\r\n", name, v) }
-
-func (c *conn) generalStats() {
-	s := c.s
-	cs := s.st.Cache().Stats()
-	now := time.Now()
-	c.stat("pid", os.Getpid())
-	c.stat("uptime", int64(now.Sub(s.start).Seconds()))
-	c.stat("time", now.Unix())
-	c.stat("version", s.cfg.Version)
-	c.stat("pointer_size", strconv.IntSize)
-	if user, system, ok := rusage(); ok {
-		c.stat("rusage_user", seconds(user))
-		c.stat("rusage_system", seconds(system))
-	}
-	c.stat("curr_connections", s.stats.conns.Load())
-	c.stat("total_connections", s.stats.totalConns.Load())
-	c.stat("cmd_get", s.stats.cmdGet.Load())
-	c.stat("cmd_set", s.stats.cmdSet.Load())
-	c.stat("cmd_flush", s.stats.cmdFlush.Load())
-	c.stat("cmd_touch", s.stats.cmdTouch.Load())
-	c.stat("get_hits", s.stats.getHits.Load())
-	c.stat("get_misses", s.stats.getMisses.Load())
-	c.stat("delete_misses", s.stats.deleteMisses.Load())
-	c.stat("delete_hits", s.stats.deleteHits.Load())
-	c.stat("incr_misses", s.stats.incrMisses.Load())
-	c.stat("incr_hits", s.stats.incrHits.Load())
-	c.stat("decr_misses", s.stats.decrMisses.Load())
-	c.stat("decr_hits", s.stats.decrHits.Load())
-	c.stat("cas_misses", s.stats.casMisses.Load())
-	c.stat("cas_hits", s.stats.casHits.Load())
-	c.stat("cas_badval", s.stats.casBadval.Load())
-	c.stat("touch_hits", s.stats.touchHits.Load())
-	c.stat("touch_misses", s.stats.touchMisses.Load())
-	c.stat("store_too_large", s.stats.tooLarge.Load())
-	c.stat("auth_cmds", s.stats.authCmds.Load())
-	c.stat("auth_errors", s.stats.authErrors.Load())
-	c.stat("idle_kicks", s.stats.idleKicks.Load())
-	c.stat("bytes_read", s.stats.bytesRead.Load())
-	c.stat("bytes_written", s.stats.bytesWritten.Load())
-	accepting := 1
-	if s.closing.Load() {
-		accepting = 0
-	}
-	c.stat("accepting_conns", accepting)
-	c.stat("threads", runtime.GOMAXPROCS(0))
-	c.stat("curr_items", cs.Blobs)
-	c.stat("total_items", s.stats.totalItems.Load())
-	c.stat("blobcache_segments", cs.Segments)
-	c.stat("blobcache_disk_bytes", cs.DiskBytes)
-	c.stat("blobcache_pending_bytes", cs.PendingBytes)
-	c.stat("blobcache_evicted_segments", cs.Evictions)
-	c.stat("blobcache_evicted_bytes", cs.EvictedBytes)
-	c.stat("blobcache_bloom_rejections", cs.BloomRejects)
-	c.stat("blobcache_bloom_false_positives", cs.BloomFalsePositives)
-	c.stat("blobcache_corrupt_records", cs.CorruptRecord)
-}
-
-// seconds formats a duration as memcached formats CPU times: seconds and microseconds.
-func seconds(d time.Duration) string {
-	return fmt.Sprintf("%d.%06d", d/time.Second, d%time.Second/time.Microsecond)
-}
-
-func (c *conn) settingsStats() {
-	s := c.s
-	if a, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
-		c.stat("tcpport", a.Port)
-	}
-	c.stat("udpport", 0)
-	c.stat("verbosity", s.verbosity.Load())
-	c.stat("num_threads", runtime.GOMAXPROCS(0))
-	c.stat("binding_protocol", "ascii")
-	c.stat("auth_enabled_sasl", "no")
-	c.stat("auth_enabled_ascii", yesNo(s.cfg.Token != ""))
-	c.stat("item_size_max", s.st.MaxValueSize())
-	c.stat("flush_enabled", "yes")
-	c.stat("idle_timeout", int64(s.cfg.IdleTimeout/time.Second))
-	c.stat("blobcache_max_line_bytes", s.cfg.MaxLineBytes)
-	c.stat("blobcache_read_timeout", int64(s.cfg.ReadTimeout/time.Second))
-	c.stat("blobcache_write_timeout", int64(s.cfg.WriteTimeout/time.Second))
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}

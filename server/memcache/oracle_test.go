@@ -161,7 +161,7 @@ type oracle struct {
 // default item size limit (-I 1m) and uses the real clock, as memcached does.
 func newOracle(t *testing.T) *oracle {
 	mc, version := startMemcached(t)
-	e := newEnvStore(t, Config{Version: version}, store.Config{MaxValueSize: 1 << 20, Now: time.Now})
+	e := newEnvStore(t, Config{Version: version, MaxConns: 256}, store.Config{MaxValueSize: 1 << 20, Now: time.Now})
 	return &oracle{t: t, mc: mc, bc: e.addr}
 }
 

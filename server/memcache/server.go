@@ -39,6 +39,11 @@ type Config struct {
 	Token string
 	// Version is what the version command reports.
 	Version string
+	// MaxConns is the limit on open connections the listener enforces (Reject answers those
+	// past it), reported by stats; 0: not reported.
+	MaxConns int
+	// Settings are more lines for "stats settings" (values without spaces).
+	Settings []Setting
 	// Metrics records commands and connections; nil records nothing.
 	Metrics *metrics.Metrics
 	// Log receives errors; nil discards them.
@@ -78,17 +83,10 @@ type Server struct {
 	// verbosity is the level the last verbosity command set; it is only reported.
 	verbosity atomic.Uint32
 
-	// stats are the counters of the stats command (memcached's names).
-	stats struct {
-		conns, totalConns                              atomic.Int64
-		cmdGet, cmdSet, getHits, getMisses             atomic.Uint64
-		deleteHits, deleteMisses, totalItems, tooLarge atomic.Uint64
-		authCmds, authErrors, idleKicks                atomic.Uint64
-		bytesRead, bytesWritten                        atomic.Uint64
-		cmdTouch, touchHits, touchMisses, cmdFlush     atomic.Uint64
-		incrHits, incrMisses, decrHits, decrMisses     atomic.Uint64
-		casHits, casMisses, casBadval                  atomic.Uint64
-	}
+	// stats are the counters of the stats command (memcached's names); statsBase the cache's
+	// counters at the last "stats reset" (stats.go).
+	stats     counters
+	statsBase atomic.Pointer[cacheCounters]
 
 	// marks are the meta protocol's win and stale marks (see itemMarks).
 	marks itemMarks
@@ -113,6 +111,7 @@ func New(st *store.Store, cfg Config) *Server {
 		cfg.Version = "blobcache"
 	}
 	s := &Server{st: st, cfg: cfg, log: cfg.Log, start: time.Now()}
+	s.statsBase.Store(&cacheCounters{})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -125,8 +124,12 @@ func New(st *store.Store, cfg Config) *Server {
 	return s
 }
 
-// Reject answers a connection refused by a connection limit, as memcached does.
-func Reject(c net.Conn) { io.WriteString(c, "SERVER_ERROR too many open connections\r\n") }
+// Reject answers a connection refused by a connection limit, as memcached does, and counts it
+// (rejected_connections).
+func (s *Server) Reject(c net.Conn) {
+	s.stats.rejectedConns.Add(1)
+	io.WriteString(c, "SERVER_ERROR too many open connections\r\n")
+}
 
 // Serve accepts connections on l until Shutdown or an accept error. It always returns an
 // error: ErrServerClosed after Shutdown.

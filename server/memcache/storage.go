@@ -252,6 +252,7 @@ func (c *conn) appendValue(mode storeMode, key []byte, n int64, casID uint64) (s
 	})
 	switch {
 	case err == nil:
+		c.s.stats.totalItems.Add(1) // a new item, as memcached counts it
 		return stored, "", info.Version, nil
 	case errors.Is(err, errCASMismatch):
 		return exists, "", 0, nil
