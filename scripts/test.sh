@@ -8,8 +8,9 @@
 #
 # Only Go is required. The differential tests of the memcached protocol need a real memcached and
 # libmemcached's memcapable, the scale-out test twemproxy (nutcracker), the client test Python's
-# pymemcache and python-memcached: without them those tests skip, saying so, and this script lists
-# them at the start; with CI=true (as in CI) they fail instead.
+# pymemcache and python-memcached, the check of the systemd unit systemd-analyze: without them
+# those tests skip, saying so, and this script lists them at the start; with CI=true (as in CI)
+# they fail instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,7 @@ pkgs=()
 have nutcracker || pkgs+=(nutcracker)
 have memcached || pkgs+=(memcached)
 have memcapable || have memccapable || pkgs+=(libmemcached-tools)
+have systemd-analyze || pkgs+=(systemd)
 if [ ${#pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		export DEBIAN_FRONTEND=noninteractive
@@ -40,6 +42,7 @@ missing=()
 have nutcracker || missing+=("twemproxy (nutcracker): TestTwemproxy and TestTwemproxySpread")
 have memcached || missing+=("memcached: the protocol oracle tests (server/memcache, oracle_test.go)")
 have memcapable || have memccapable || missing+=("memcapable (libmemcached-tools): TestMemcapable")
+have systemd-analyze || missing+=("systemd-analyze (systemd): TestSystemdUnit (cmd/blobcache)")
 
 # The Python memcached clients that TestPythonClients drives.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c "import pymemcache, memcache" >/dev/null 2>&1; then

@@ -10,5 +10,7 @@
 // Lifecycle: New opens the cache and listens (so the addresses are known, port 0 included);
 // Run serves until its context ends, then shuts down gracefully: /healthz turns 503, the
 // listeners close, requests in progress finish (up to ShutdownTimeout), and the cache drains
-// its write buffer and closes cleanly, so a SIGTERM loses no acknowledged write.
+// its write buffer and closes cleanly, so a SIGTERM loses no acknowledged write. Config.Notify,
+// if set, hears of it in sd_notify(3)'s words: READY=1 once Run serves, WATCHDOG=1 while it
+// does, STOPPING=1 when the shutdown begins.
 package server

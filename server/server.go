@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -69,6 +70,16 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for requests in progress at shutdown (default 30s).
 	ShutdownTimeout time.Duration
 
+	// Notify, if set, is told of the server's lifecycle in the words of sd_notify(3), so that a
+	// service manager can follow it: "READY=1" with a STATUS= line naming the listeners once the
+	// cache is open and both listeners accept connections, "WATCHDOG=1" every WatchdogInterval
+	// while Run serves, "STOPPING=1" when the shutdown begins. Run calls it from its own
+	// goroutine; it should return quickly. blobcache serve sends these to systemd.
+	Notify func(state string)
+	// WatchdogInterval is how often Run tells Notify "WATCHDOG=1" (0: never; half the service
+	// manager's watchdog timeout is the usual choice).
+	WatchdogInterval time.Duration
+
 	// Version is reported by the memcached version command.
 	Version string
 	// Log receives the server's messages (default: discarded).
@@ -116,6 +127,8 @@ func (c Config) Validate() error {
 		return bad("negative limit")
 	case c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.ShutdownTimeout < 0:
 		return bad("negative timeout")
+	case c.WatchdogInterval < 0:
+		return bad("negative WatchdogInterval")
 	}
 	return c.Cache.Validate()
 }
@@ -343,17 +356,39 @@ func (s *Server) run(ctx context.Context) error {
 	// At Debug: a command that runs the server says where it serves itself (blobcache serve
 	// prints one line to standard output), and would otherwise say it twice.
 	s.cfg.Log.Debug("serving", "http", s.HTTPAddr(), "memcache", s.MemcacheAddr(), "dir", s.cfg.Dir)
+	// Ready: the cache is open and both sockets have listened since New, so the kernel takes
+	// connections, which the goroutines just started accept. A context that ended already
+	// (a signal during the cache's recovery) goes straight to the shutdown.
+	if ctx.Err() == nil {
+		s.notify(fmt.Sprintf("READY=1\nSTATUS=serving http=%s memcache=%s dir=%s",
+			cmp.Or(s.HTTPAddr(), "off"), cmp.Or(s.MemcacheAddr(), "off"), s.cfg.Dir))
+	}
+	var watchdog <-chan time.Time
+	if s.cfg.Notify != nil && s.cfg.WatchdogInterval > 0 {
+		t := time.NewTicker(s.cfg.WatchdogInterval)
+		defer t.Stop()
+		watchdog = t.C
+	}
 
 	var errs []error
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		n--
-		if err != nil {
-			errs = append(errs, err)
+serving:
+	for {
+		select {
+		case <-ctx.Done():
+			break serving
+		case err := <-serveErr:
+			n--
+			if err != nil {
+				errs = append(errs, err)
+			}
+			break serving
+		case <-watchdog:
+			// Sent from this loop, so a server whose listener failed stops sending it.
+			s.notify("WATCHDOG=1")
 		}
 	}
 	s.cfg.Log.Info("shutting down")
+	s.notify("STOPPING=1\nSTATUS=draining: requests in progress finish, then the write buffer goes to disk")
 	errs = append(errs, s.shutdown())
 	for range n {
 		if err := <-serveErr; err != nil {
@@ -361,6 +396,13 @@ func (s *Server) run(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// notify tells Config.Notify state, if there is one to tell.
+func (s *Server) notify(state string) {
+	if s.cfg.Notify != nil {
+		s.cfg.Notify(state)
+	}
 }
 
 // shutdown stops both front ends, waiting up to ShutdownTimeout for requests in progress, then

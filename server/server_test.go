@@ -368,6 +368,7 @@ func TestValidate(t *testing.T) {
 		{"no listener", func(c *Config) { c.HTTPAddr, c.MemcacheAddr = "", "" }},
 		{"key too long", func(c *Config) { c.MaxKeyLen = blobcache.MaxKeyLen + 1 }},
 		{"negative", func(c *Config) { c.MaxConns = -1 }},
+		{"negative watchdog", func(c *Config) { c.WatchdogInterval = -time.Second }},
 		{"cache options", func(c *Config) { c.Cache.SegmentSize = 1 }},
 	} {
 		cfg := testConfig(t)
@@ -387,4 +388,57 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("directory still locked after a failed New: %v", err)
 	}
 	c.Close()
+}
+
+// TestNotify: Config.Notify hears READY=1 once both listeners answer, WATCHDOG=1 while the server
+// runs, and STOPPING=1 last, when the shutdown begins.
+func TestNotify(t *testing.T) {
+	cfg := testConfig(t)
+	states := make(chan string, 1000)
+	cfg.Notify = func(state string) { states <- state }
+	cfg.WatchdogInterval = 10 * time.Millisecond
+	s, stop := start(t, cfg)
+	next := func() string {
+		t.Helper()
+		select {
+		case st := <-states:
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing notified for 10 s")
+			return ""
+		}
+	}
+	ready := next()
+	want := fmt.Sprintf("READY=1\nSTATUS=serving http=%s memcache=%s dir=%s", s.HTTPAddr(), s.MemcacheAddr(), cfg.Dir)
+	if ready != want {
+		t.Fatalf("first notification %q, want %q", ready, want)
+	}
+	c, err := net.DialTimeout("tcp", s.MemcacheAddr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "version\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "VERSION ") {
+		t.Fatalf("version once ready: %q, %v", line, err)
+	}
+	if code, _, _ := httpDo(t, "GET", "http://"+s.HTTPAddr()+"/healthz", nil); code != 200 {
+		t.Fatalf("/healthz once ready: %d", code)
+	}
+	for range 3 {
+		if st := next(); st != "WATCHDOG=1" {
+			t.Fatalf("while serving: %q, want WATCHDOG=1", st)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for len(states) > 0 {
+		last = <-states
+	}
+	if !strings.HasPrefix(last, "STOPPING=1\n") {
+		t.Fatalf("last notification %q, want STOPPING=1", last)
+	}
 }

@@ -120,10 +120,11 @@ type serveProcess struct {
 }
 
 // startServeProcess starts the binary exe's `serve` on dir, on free loopback ports, with env
-// (nil: this process's), and waits for the line that names its listeners.
-func startServeProcess(t *testing.T, exe string, env []string, dir string) serveProcess {
+// (nil: this process's) and any further flags, and waits for the line that names its listeners.
+func startServeProcess(t *testing.T, exe string, env []string, dir string, flags ...string) serveProcess {
 	t.Helper()
-	cmd := exec.Command(exe, "serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0", "--log-level", "error")
+	args := append([]string{"serve", "--dir", dir, "--http", "127.0.0.1:0", "--memcache", "127.0.0.1:0", "--log-level", "error"}, flags...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

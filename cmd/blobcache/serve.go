@@ -27,7 +27,9 @@ const serveUsage = `usage: blobcache serve [flags]
 
 Serves the cache in --dir over HTTP (PUT/GET/HEAD/DELETE /v1/blobs/{key}, /healthz, /metrics)
 and the memcached protocol, on loopback unless told otherwise. SIGTERM or SIGINT stops it
-gracefully: requests in progress finish and the write buffer is drained to disk.
+gracefully: requests in progress finish and the write buffer is drained to disk. Under systemd
+(Type=notify) it reports READY=1 once it serves, STOPPING=1 when it stops, and pings the
+watchdog when WatchdogSec= is set (deploy/systemd/blobcache.service).
 
 Sizes take a K, M, G or T suffix (powers of 1024). An empty address disables that listener.
 
@@ -177,6 +179,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Log.Warn("each segment is a large share of --max-size: eviction frees that much at once, and the cache holds less than it could (leave --segment-size unset to derive it)",
 			"segment-share", fmt.Sprintf("%.1f%%", 100*float64(s)/float64(m)),
 			"holds-on-average", fmt.Sprintf("about %.0f%%", 100*(1-float64(s)/float64(2*m))))
+	}
+	cfg.Notify, cfg.WatchdogInterval = systemdNotifier(cfg.Log)
+	if cfg.Notify != nil {
+		// Recovery after a crash can take a while: systemctl status says what it waits for.
+		cfg.Notify("STATUS=opening the cache at " + cfg.Dir)
 	}
 	_, err := os.Stat(filepath.Join(cfg.Dir, "BLOBCACHE")) // the identity file (identity.go)
 	created := errors.Is(err, os.ErrNotExist)
