@@ -8,7 +8,8 @@
 #
 # Only Go is required. The differential tests of the memcached protocol need a real memcached and
 # libmemcached's memcapable, the scale-out test twemproxy (nutcracker), the client test Python's
-# pymemcache and python-memcached, the check of the systemd unit systemd-analyze: without them
+# pymemcache and python-memcached, the check of the systemd unit systemd-analyze, the exporter
+# test the Prometheus memcached_exporter (built here from its Go module): without them
 # those tests skip, saying so, and this script lists them at the start; with CI=true (as in CI)
 # they fail instead.
 set -euo pipefail
@@ -53,6 +54,25 @@ fi
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -c "import pymemcache, memcache" >/dev/null 2>&1; then
 	missing+=("python3 with pymemcache and python-memcached: TestPythonClients")
 fi
+# The Prometheus memcached_exporter, which TestMemcachedExporter (cmd/blobcache) runs against
+# serve. Built from its module in a scratch module of its own, so that none of its dependencies
+# enter this repository's go.mod; the public checksum database does not list v0.14.4, so its
+# checksum is taken from the module proxy alone (GONOSUMDB).
+exporter="$(go env GOPATH)/bin/memcached_exporter"
+if [ ! -x "$exporter" ] && ! command -v memcached_exporter >/dev/null 2>&1; then
+	scratch="$(mktemp -d)"
+	(
+		cd "$scratch" && go mod init exporterbuild >/dev/null 2>&1 &&
+			GONOSUMDB=github.com/prometheus/memcached_exporter GOFLAGS=-mod=mod \
+				go get github.com/prometheus/memcached_exporter/cmd/memcached_exporter@v0.14.4 >/dev/null 2>&1 &&
+			GONOSUMDB=github.com/prometheus/memcached_exporter GOFLAGS=-mod=mod \
+				go build -o "$exporter" github.com/prometheus/memcached_exporter/cmd/memcached_exporter
+	) || true
+	rm -rf "$scratch"
+fi
+[ -x "$exporter" ] || command -v memcached_exporter >/dev/null 2>&1 ||
+	missing+=("memcached_exporter (github.com/prometheus/memcached_exporter v0.14.4, a Go build): TestMemcachedExporter")
+
 if [ ${#missing[@]} -gt 0 ]; then
 	{
 		echo "Not installed, and this script could not install them (it needs root or sudo on Debian):"
