@@ -245,7 +245,8 @@ func TestClientCommands(t *testing.T) {
 }
 
 // TestPythonClients runs testdata/clients/pyclients.py, which drives the server with pymemcache
-// and python-memcached (their default noreply settings included). It is skipped when python3
+// and python-memcached (their default noreply settings included) and reads stats as monitoring
+// agents do through pymemcache. It is skipped when python3
 // or either package is missing (pip install pymemcache python-memcached); TestClientCommands
 // covers the same commands through gomemcache.
 func TestPythonClients(t *testing.T) {
@@ -259,7 +260,7 @@ func TestPythonClients(t *testing.T) {
 		}
 		t.Skipf("pymemcache or python-memcached is missing (pip install pymemcache python-memcached): %s", out)
 	}
-	e := newEnv(t, Config{})
+	e := newEnv(t, Config{MaxConns: 64})
 	host, port, _ := net.SplitHostPort(e.addr)
 	cmd := exec.Command(py, "testdata/clients/pyclients.py", host, port)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestNilMetrics(t *testing.T) {
 
 // TestDocumentedAtZero: every metric docs/SERVER.md lists is exposed by a server that has not
 // served anything yet (except the two whose series come with each new request kind, as the
-// document says).
+// document says), and every blobcache_ family it exposes is listed.
 func TestDocumentedAtZero(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/SERVER.md")
 	if err != nil {
@@ -80,6 +81,7 @@ func TestDocumentedAtZero(t *testing.T) {
 	}
 	_, section, _ := strings.Cut(string(doc), "## Metrics\n")
 	section, _, _ = strings.Cut(section, "\n## ")
+	section, _, _ = strings.Cut(section, "**Scraped as memcached is.**") // then memcached's names
 	var names []string
 	for _, m := range regexp.MustCompile("`(blobcache)?(_[a-z_]+)").FindAllStringSubmatch(section, -1) {
 		names = append(names, "blobcache"+m[2])
@@ -96,6 +98,11 @@ func TestDocumentedAtZero(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(?m)^` + name + `(_bucket|_count|_sum)?[{ ]`).MatchString(out) {
 			t.Errorf("%s is documented but not exposed at the start", name)
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (blobcache_\S+)`).FindAllStringSubmatch(out, -1) {
+		if !slices.Contains(names, m[1]) {
+			t.Errorf("%s is exposed but not in SERVER.md's Metrics section", m[1])
 		}
 	}
 }

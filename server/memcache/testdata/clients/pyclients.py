@@ -89,8 +89,27 @@ def python_memcached_run(host, port):
     c2.disconnect_all()
 
 
+def pymemcache_stats(host, port):
+    # What monitoring agents read through pymemcache's stats(): the fields memcached reports
+    # for memory, its limit and evictions, typed as pymemcache types memcached's.
+    q = Client((host, port), default_noreply=False)
+    st = q.stats()
+    for field in (b"bytes", b"limit_maxbytes", b"evictions", b"curr_items", b"total_items",
+                  b"curr_connections", b"max_connections", b"get_hits", b"get_misses", b"uptime"):
+        if field not in st or not isinstance(st[field], int):
+            sys.exit(f"stats(): {field!r} is {st.get(field)!r}")
+    if not isinstance(st[b"rusage_user"], float):
+        sys.exit(f"stats(): rusage_user is {st[b'rusage_user']!r}")
+    settings = q.stats("settings")
+    for field in (b"maxbytes", b"maxconns", b"item_size_max"):
+        if field not in settings:
+            sys.exit(f"stats('settings'): no {field!r}")
+    q.close()
+
+
 if __name__ == "__main__":
     host, port = sys.argv[1], int(sys.argv[2])
+    pymemcache_stats(host, port)
     pymemcache_run(host, port)
     python_memcached_run(host, port)
     print("pymemcache and python-memcached: every answer as expected")
