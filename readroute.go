@@ -2,6 +2,7 @@ package blobcache
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
@@ -17,11 +18,15 @@ import (
 //   - a read whose pages the page cache held once and dropped under memory pressure goes to
 //     the device with O_DIRECT: the data does not fit in RAM, and filling the page cache again
 //     would cost several times the CPU of the read and evict something else;
-//   - a read of a record hit before since it was written (its access bit, see Index.Touch)
-//     goes through the page cache and fills it, a blob read twice being likely to be read
-//     again, as long as filling pays (fillGate): recent fills were followed by enough hits
-//     the page cache served;
-//   - any other read, a record's first hit, goes to the device with O_DIRECT.
+//   - while the data fits in RAM (fillGate.pressured is false: the cache's data is at most
+//     fitShare of the memory the kernel could give the page cache, and no read has seen the page
+//     cache drop the cache's pages lately), any read goes through the page cache and fills it,
+//     so that each byte comes from the device once, as a page-cache engine's would;
+//   - under pressure, a read of a record hit before since it was written (its access bit, see
+//     Index.Touch) goes through the page cache and fills it, a blob read twice being likely to
+//     be read again, as long as filling pays (fillGate): recent fills were followed by enough
+//     hits the page cache served;
+//   - any other read, a record's first hit under pressure, goes to the device with O_DIRECT.
 //
 // What the page cache holds is asked of the kernel (vfs.StatPageCache, cachestat(2)) once per
 // read, at no I/O. Where it cannot tell (a kernel before 6.5), the access bit alone decides.
@@ -49,6 +54,9 @@ func chooseRoute(st vfs.PageCacheStat, err error, hitBefore func() bool, g *fill
 	case err == nil && st.Cached >= st.Pages:
 		r = routePageCache
 	case err == nil && st.Evicted > 0:
+		g.evicted.Add(1)
+	case err == nil && !g.pressured():
+		r = routeFill // the data fits: fill once, read from RAM after
 	case hitBefore() && g.open():
 		r = routeFill
 	}
@@ -64,10 +72,31 @@ func chooseRoute(st vfs.PageCacheStat, err error, hitBefore func() bool, g *fill
 // data turning hot is noticed. With few fills seen it is open. Counts are halved every
 // gateWindow routed reads. Races between concurrent reads lose a count now and then, which a
 // rate of this kind tolerates.
+//
+// The gate also tells whether the data fits in RAM. It does not (pressured) while the cache's
+// data is more than fitShare of the memory the kernel could give the page cache (unfit, asked
+// of the kernel at most once per fitInterval), or while routed reads keep finding pages of
+// theirs that the page cache had held and dropped (evicted, counted like the others and halved
+// with them). The first rule sees data bigger than RAM before the page cache fills up; the
+// second, data that fits by size while something else takes the memory.
 type fillGate struct {
-	served, fills atomic.Int64
-	reads, probes atomic.Uint64
+	served, fills, evicted atomic.Int64
+	reads, probes          atomic.Uint64
+	unfit                  atomic.Bool
+	nextFit                atomic.Int64 // when the fit is asked again, in Unix nanoseconds
 }
+
+// fitShare is the most of the memory available to the page cache (vfs.MemoryAvailable) the
+// cache's data may take and still be filled into it: half, leaving the rest to other files and
+// to what the machine's processes may come to need.
+const fitShare = 0.5
+
+// fitInterval is how often the fit is asked again: the data and the memory change at the pace
+// of writes and of other processes, not of reads.
+const fitInterval = time.Second
+
+// dataFits reports whether data bytes fit in avail bytes of memory the page cache could have.
+func dataFits(data, avail int64) bool { return float64(data) <= fitShare*float64(avail) }
 
 const (
 	fillPayoff   = 2
@@ -85,6 +114,22 @@ func (g *fillGate) open() bool {
 	return g.probes.Add(1)%fillProbe == 0
 }
 
+// pressured reports whether the cache's data does not all fit in RAM: too large for the memory
+// available, or a recent routed read found pages of its range that the page cache had dropped.
+func (g *fillGate) pressured() bool { return g.unfit.Load() || g.evicted.Load() > 0 }
+
+// refreshFit asks again, at most once per fitInterval, whether data bytes fit in the memory the
+// page cache could have. data is called only then. Where the memory cannot be asked, only the
+// evicted pages tell.
+func (g *fillGate) refreshFit(now time.Time, data func() int64) {
+	next := g.nextFit.Load()
+	if now.UnixNano() < next || !g.nextFit.CompareAndSwap(next, now.Add(fitInterval).UnixNano()) {
+		return
+	}
+	avail, err := vfs.MemoryAvailable()
+	g.unfit.Store(err == nil && !dataFits(data(), avail))
+}
+
 // note counts a routed read.
 func (g *fillGate) note(r readRoute) {
 	switch r {
@@ -96,6 +141,7 @@ func (g *fillGate) note(r readRoute) {
 	if g.reads.Add(1)%gateWindow == 0 {
 		g.served.Store(g.served.Load() / 2)
 		g.fills.Store(g.fills.Load() / 2)
+		g.evicted.Store(g.evicted.Load() / 2)
 	}
 }
 
@@ -110,6 +156,7 @@ func (c *Cache) hitFile(l *keyLookup, off, n int64) blobFile {
 	if s.direct == nil || s.rd != blobFile(s.f) || n < routedReadMin {
 		return s.rd
 	}
+	c.fills.refreshFit(time.Now(), c.dataBytes)
 	st, err := vfs.StatPageCache(s.f, off, n)
 	switch chooseRoute(st, err, func() bool { return c.idx.Accessed(l.h, l.loc) }, &c.fills) {
 	case routePageCache:
@@ -132,4 +179,12 @@ func rangeEnd(l *keyLookup, off, n int64) int64 {
 		end = min(end, l.recOff+l.prefixLen()+off+n)
 	}
 	return end
+}
+
+// dataBytes is what the cache's segments hold (Stats.DataBytes).
+func (c *Cache) dataBytes() int64 {
+	if c.w != nil {
+		return c.w.dataBytes()
+	}
+	return c.diskBytes.Load()
 }

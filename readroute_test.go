@@ -6,39 +6,64 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
-// TestChooseRoute checks each rule of the read path (readroute.go), the evicted rule included,
-// which a test cannot provoke on a real page cache without memory pressure.
+// TestChooseRoute checks each rule of the read path (readroute.go), with and without memory
+// pressure, the evicted rule included, which a test cannot provoke on a real page cache without
+// memory pressure.
 func TestChooseRoute(t *testing.T) {
 	unsupported := fmt.Errorf("cachestat: %w", errors.ErrUnsupported)
 	for _, tc := range []struct {
 		name      string
+		pressured bool
 		st        vfs.PageCacheStat
 		err       error
 		hitBefore bool
 		want      readRoute
 	}{
-		{"all cached", vfs.PageCacheStat{Pages: 256, Cached: 256}, nil, false, routePageCache},
-		{"all cached, hit before", vfs.PageCacheStat{Pages: 256, Cached: 256}, nil, true, routePageCache},
-		{"first hit", vfs.PageCacheStat{Pages: 256}, nil, false, routeDirect},
-		{"second hit", vfs.PageCacheStat{Pages: 256}, nil, true, routeFill},
-		{"second hit, partly cached", vfs.PageCacheStat{Pages: 256, Cached: 100}, nil, true, routeFill},
-		{"hit before, pages evicted", vfs.PageCacheStat{Pages: 256, Cached: 100, Evicted: 1}, nil, true, routeDirect},
-		{"first hit, pages evicted", vfs.PageCacheStat{Pages: 256, Evicted: 256}, nil, false, routeDirect},
-		{"no cachestat, first hit", vfs.PageCacheStat{}, unsupported, false, routeDirect},
-		{"no cachestat, second hit", vfs.PageCacheStat{}, unsupported, true, routeFill},
+		{"all cached", true, vfs.PageCacheStat{Pages: 256, Cached: 256}, nil, false, routePageCache},
+		{"all cached, hit before", true, vfs.PageCacheStat{Pages: 256, Cached: 256}, nil, true, routePageCache},
+		{"first hit", true, vfs.PageCacheStat{Pages: 256}, nil, false, routeDirect},
+		{"second hit", true, vfs.PageCacheStat{Pages: 256}, nil, true, routeFill},
+		{"second hit, partly cached", true, vfs.PageCacheStat{Pages: 256, Cached: 100}, nil, true, routeFill},
+		{"hit before, pages evicted", true, vfs.PageCacheStat{Pages: 256, Cached: 100, Evicted: 1}, nil, true, routeDirect},
+		{"first hit, pages evicted", true, vfs.PageCacheStat{Pages: 256, Evicted: 256}, nil, false, routeDirect},
+		{"no cachestat, first hit", true, vfs.PageCacheStat{}, unsupported, false, routeDirect},
+		{"no cachestat, second hit", true, vfs.PageCacheStat{}, unsupported, true, routeFill},
+		// Without pressure the data fits in RAM: a first hit fills the page cache too.
+		{"fits, all cached", false, vfs.PageCacheStat{Pages: 256, Cached: 256}, nil, false, routePageCache},
+		{"fits, first hit", false, vfs.PageCacheStat{Pages: 256}, nil, false, routeFill},
+		{"fits, partly cached", false, vfs.PageCacheStat{Pages: 256, Cached: 100}, nil, false, routeFill},
+		{"fits until pages are evicted", false, vfs.PageCacheStat{Pages: 256, Evicted: 1}, nil, false, routeDirect},
+		{"fits, no cachestat, first hit", false, vfs.PageCacheStat{}, unsupported, false, routeDirect},
 	} {
+		var g fillGate
+		if tc.pressured {
+			g.evicted.Store(1)
+		}
 		asked := false
-		got := chooseRoute(tc.st, tc.err, func() bool { asked = true; return tc.hitBefore }, new(fillGate))
+		got := chooseRoute(tc.st, tc.err, func() bool { asked = true; return tc.hitBefore }, &g)
 		if got != tc.want {
 			t.Errorf("%s: route %d, want %d", tc.name, got, tc.want)
 		}
 		if asked && got == routePageCache {
 			t.Errorf("%s: asked for the access bit although the page cache held the bytes", tc.name)
 		}
+		if tc.st.Evicted > 0 && !g.pressured() {
+			t.Errorf("%s: pages evicted, and the gate does not know", tc.name)
+		}
+	}
+	// Pressure passes: two gate windows of routed reads that find nothing evicted.
+	var g fillGate
+	g.evicted.Store(1)
+	for range 2 * gateWindow {
+		g.note(routePageCache)
+	}
+	if g.pressured() {
+		t.Fatal("pressure is remembered after two windows without an eviction")
 	}
 }
 
@@ -96,10 +121,12 @@ func TestFillGate(t *testing.T) {
 }
 
 // TestReadRoutes follows one large blob through the routes at defaults (direct writes, routes
-// per read), on this machine's page cache: its first hit is read from the device, its second
-// fills the page cache, its third is served from it; every read returns the blob's bytes, by
-// Get, ReadAt and GetRange. A small blob never picks a route. With BufferedReads or
-// DirectIOReads nothing is counted.
+// per read), on this machine's page cache, under memory pressure (as a read that found pages of
+// the cache evicted leaves it): its first hit is read from the device, its second fills the page
+// cache, its third is served from it; every read returns the blob's bytes, by Get, ReadAt and
+// GetRange. Without pressure a blob's first hit fills the page cache and its second is served
+// from it. A small blob never picks a route. With BufferedReads or DirectIOReads nothing is
+// counted.
 func TestReadRoutes(t *testing.T) {
 	c := open(t, t.TempDir(), WithSegmentSize(64<<20), WithWriteBufferSize(4<<20))
 	defer c.Close()
@@ -113,6 +140,7 @@ func TestReadRoutes(t *testing.T) {
 		}
 	}
 	c.Drain()
+	c.fills.evicted.Store(1) // pressure, for the next few reads (a window halves it)
 	routes := func() [3]uint64 {
 		s := c.Stats()
 		return [3]uint64{s.ReadsPageCache, s.ReadsFilled, s.ReadsDirect}
@@ -156,6 +184,20 @@ func TestReadRoutes(t *testing.T) {
 	if got := routes(); got != want[2] {
 		t.Fatalf("a small blob picked a route: %v", got)
 	}
+	// Without pressure.
+	c.fills.evicted.Store(0)
+	if err := c.Put([]byte("big2"), big); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	for i, w := range [][3]uint64{{1, 2, 1}, {2, 2, 1}} {
+		if b, ok := getBytes(t, c, "big2"); !ok || !bytes.Equal(b, big) {
+			t.Fatal("big2: wrong bytes or missing")
+		}
+		if got := routes(); got != w {
+			t.Fatalf("without pressure, after hit %d: routes (page cache, filled, direct) %v, want %v", i+1, got, w)
+		}
+	}
 
 	for _, opt := range []Option{WithBufferedReads(true), WithDirectIOReads(true)} {
 		dir := t.TempDir()
@@ -195,5 +237,45 @@ func TestReadBufferBytes(t *testing.T) {
 	defer r.Close()
 	if got := c.Stats().ReadBufferBytes; got < 1<<20 {
 		t.Fatalf("ReadBufferBytes %d while a Reader holds a 1 MiB blob's buffer", got)
+	}
+}
+
+// TestFillGateFit: data at most fitShare of the memory available fits; the gate asks the kernel
+// at most once per fitInterval, and data bigger than the machine's memory is pressure at once,
+// before any page is evicted.
+func TestFillGateFit(t *testing.T) {
+	for _, tc := range []struct {
+		data, avail int64
+		want        bool
+	}{
+		{4 << 30, 22 << 30, true},
+		{11 << 30, 22 << 30, true},
+		{12 << 30, 22 << 30, false},
+		{33 << 30, 22 << 30, false},
+		{0, 0, true},
+	} {
+		if got := dataFits(tc.data, tc.avail); got != tc.want {
+			t.Errorf("dataFits(%d, %d) = %v", tc.data, tc.avail, got)
+		}
+	}
+	if _, err := vfs.MemoryAvailable(); err != nil {
+		t.Skipf("no memory figure here: only evicted pages tell (%v)", err)
+	}
+	var g fillGate
+	now := time.Now()
+	asked := 0
+	huge := func() int64 { asked++; return 1 << 62 }
+	small := func() int64 { asked++; return 1 << 20 }
+	g.refreshFit(now, huge)
+	if !g.pressured() || asked != 1 {
+		t.Fatalf("data bigger than any machine's memory: pressured %v (asked %d)", g.pressured(), asked)
+	}
+	g.refreshFit(now.Add(fitInterval/2), small)
+	if !g.pressured() || asked != 1 {
+		t.Fatalf("asked again within fitInterval: pressured %v, asked %d", g.pressured(), asked)
+	}
+	g.refreshFit(now.Add(fitInterval), small)
+	if g.pressured() || asked != 2 {
+		t.Fatalf("a MiB of data: pressured %v, asked %d", g.pressured(), asked)
 	}
 }

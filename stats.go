@@ -242,9 +242,8 @@ func (c *Cache) Stats() Stats {
 		s.MemoryEvictions, s.MemoryDeclined = m.Evictions, m.Declined
 	}
 	s.Segments = len(c.segs.all())
-	s.DataBytes = s.DiskBytes
+	s.DataBytes = c.dataBytes()
 	if c.w != nil {
-		s.DataBytes = c.w.dataBytes()
 		s.PendingBytes = c.unflushed.bytes()
 		s.Blobs += c.w.pendingBlobs()
 		s.BufferBytes = c.w.bufferBytes()
