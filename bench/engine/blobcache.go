@@ -105,6 +105,20 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 }
 
 func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, error) {
+	switch cfg.BlobcacheBuffered {
+	case "":
+	case "reads", "writes", "both":
+		if cfg.BlobcacheBuffered != "writes" {
+			opts = append(opts, blobcache.WithBufferedReads(true))
+			s = append(s, Setting{"BufferedReads", "true (asked: -blobcache-buffered)"})
+		}
+		if cfg.BlobcacheBuffered != "reads" {
+			opts = append(opts, blobcache.WithBufferedWrites(true))
+			s = append(s, Setting{"BufferedWrites", "true (asked: -blobcache-buffered)"})
+		}
+	default:
+		return nil, fmt.Errorf("blobcache: -blobcache-buffered %q: want reads, writes or both", cfg.BlobcacheBuffered)
+	}
 	if cfg.BlobcacheMemory != 0 {
 		opts = append(opts, blobcache.WithMemorySize(cfg.BlobcacheMemory))
 		s = append(s, Setting{"MemorySize", fmt.Sprint(cfg.BlobcacheMemory)})

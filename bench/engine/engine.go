@@ -70,6 +70,9 @@ type Config struct {
 	// BlobcacheMemory is every BlobCache engine's Options.MemorySize (0: no memory tier, the
 	// library's default).
 	BlobcacheMemory int64
+	// BlobcacheBuffered turns on every BlobCache engine's BufferedReads ("reads"),
+	// BufferedWrites ("writes") or both ("both"); "" leaves the engine's own.
+	BlobcacheBuffered string
 }
 
 // BlobCache read paths (Config.BlobcacheRead).

@@ -62,6 +62,9 @@ type Config struct {
 	// BlobcacheMemory is the BlobCache engines' Options.MemorySize, the memory tier (0: none,
 	// the library's default).
 	BlobcacheMemory int64 `json:"blobcache_memory,omitempty"`
+	// BlobcacheBuffered is the BlobCache engines' page-cache use beyond their defaults: "" (the
+	// engine's own), "reads" (BufferedReads), "writes" (BufferedWrites) or "both".
+	BlobcacheBuffered string `json:"blobcache_buffered,omitempty"`
 	// ProfileDir, if set, gets a CPU profile of every measured window of every child and a heap
 	// profile at its end (<engine>-<phase>-<rep>-<window>.cpu.pprof and .heap.pprof); loads and
 	// warm-ups are not profiled.
