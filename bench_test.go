@@ -79,6 +79,7 @@ var (
 	missFixture fixture // 1M blobs of 16 bytes
 	hitFixture  fixture // 16K blobs of 4 KiB (no memory tier, the default): hits from the segments
 	memFixture  fixture // 16K blobs of 4 KiB, a memory tier that holds them all
+	hotFixture  fixture // 256 blobs of 4 KiB in a memory tier: 1 MiB, in the CPU caches
 )
 
 func (f *fixture) get(b *testing.B, n, size int, opts ...Option) *Cache {
@@ -140,6 +141,23 @@ func BenchmarkGetMiss(b *testing.B) {
 	b.ReportMetric(float64(st.BloomFalsePositives)/float64(st.Misses), "fp-rate")
 }
 
+// BenchmarkGetMissMemory is BenchmarkGetMiss on a cache with a memory tier that holds every
+// blob it has: a miss is answered before the tier is asked, as without one.
+func BenchmarkGetMissMemory(b *testing.B) {
+	const n = 16 << 10
+	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
+	memoryWarm(b, c, benchKeys('k', n), 4<<10)
+	keys := benchKeys('m', 1024)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, ok := c.Get(keys[i&1023]); ok {
+			b.Fatal("hit")
+		}
+		i++
+	}
+}
+
 func BenchmarkGetMissParallel(b *testing.B) {
 	c := missFixture.get(b, 1<<20, 16)
 	b.ReportAllocs()
@@ -178,6 +196,16 @@ func BenchmarkReadAt4K(b *testing.B) {
 func BenchmarkReadAt4KMemory(b *testing.B) {
 	const n = 16 << 10
 	c := memFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
+	keys := benchKeys('k', n)
+	memoryWarm(b, c, keys, 4<<10)
+	benchReadAtHits(b, c, keys, 4<<10)
+}
+
+// BenchmarkReadAt4KMemoryHot is BenchmarkReadAt4KMemory over 256 blobs, 1 MiB that the CPU's
+// caches hold: the cost of the hit path itself, without waiting for memory.
+func BenchmarkReadAt4KMemoryHot(b *testing.B) {
+	const n = 256
+	c := hotFixture.get(b, n, 4<<10, WithMemorySize(256<<20))
 	keys := benchKeys('k', n)
 	memoryWarm(b, c, keys, 4<<10)
 	benchReadAtHits(b, c, keys, 4<<10)
