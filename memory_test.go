@@ -163,11 +163,15 @@ func TestMemoryTierCoherence(t *testing.T) {
 			return nil, false
 		}},
 	} {
-		for _, drain := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/drained=%v", tc.name, drain), func(t *testing.T) {
-				opts := small(WithClock(clock), WithMemorySize(64<<20))
+		for _, run := range []struct {
+			drain     bool
+			admission MemoryAdmission
+		}{{false, MemoryOnSecondHit}, {true, MemoryOnSecondHit}, {false, MemoryOnWrite}, {true, MemoryOnWrite}} {
+			drain := run.drain
+			t.Run(fmt.Sprintf("%s/drained=%v/%v", tc.name, drain, run.admission), func(t *testing.T) {
+				opts := small(WithClock(clock), WithMemorySize(64<<20), WithMemoryAdmission(run.admission))
 				if tc.name == "evicted" {
-					opts = small(WithClock(clock), WithMemorySize(64<<20), WithMaxSize(4<<20), WithPolicy(PolicyFIFO), WithSegmentSize(1<<20))
+					opts = small(WithClock(clock), WithMemorySize(64<<20), WithMemoryAdmission(run.admission), WithMaxSize(4<<20), WithPolicy(PolicyFIFO), WithSegmentSize(1<<20))
 				}
 				c := open(t, t.TempDir(), opts...)
 				defer c.Close()
@@ -207,8 +211,14 @@ func TestMemoryTierCoherence(t *testing.T) {
 // back to an older value than one it saw, nor a torn one, and the tier stays within its bound.
 // Run with -race.
 func TestMemoryTierConcurrent(t *testing.T) {
+	for _, a := range []MemoryAdmission{MemoryOnSecondHit, MemoryOnWrite} {
+		t.Run(a.String(), func(t *testing.T) { testMemoryTierConcurrent(t, a) })
+	}
+}
+
+func testMemoryTierConcurrent(t *testing.T, admission MemoryAdmission) {
 	const keys, size = 32, 2 << 10
-	c := open(t, t.TempDir(), small(WithMemorySize(48<<10))...) // room for about half the keys
+	c := open(t, t.TempDir(), small(WithMemorySize(48<<10), WithMemoryAdmission(admission))...) // room for about half the keys
 	defer c.Close()
 	seq := func(v []byte) uint64 {
 		var s uint64
@@ -356,5 +366,44 @@ func TestMemoryTierChecksOnEntry(t *testing.T) {
 				t.Fatalf("after damage: tier holds %d, served %d, damage counted %d", st.MemoryItems, st.MemoryHits, st.CorruptRecord)
 			}
 		})
+	}
+}
+
+// TestMemoryOnWrite: with MemoryOnWrite a value enters the memory tier as its batch is
+// committed, so its first read comes from memory; a value streamed to its segment (larger than
+// the write buffer) does not, and enters on its second hit; an unknown admission is refused.
+func TestMemoryOnWrite(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite))...)
+	defer c.Close()
+	small, large := value("s", 1, 5000), value("l", 1, 200<<10) // the write buffer is 64 KiB
+	for k, v := range map[string][]byte{"s": small, "l": large} {
+		if err := c.Put([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Drain()
+	if st := c.Stats(); st.MemoryInserts != 1 || st.MemoryItems != 1 {
+		t.Fatalf("after the commit: %d inserts, %d items; want the small value alone", st.MemoryInserts, st.MemoryItems)
+	}
+	before := c.Stats().MemoryHits
+	if got, _, ok := readBlob(t, c, "s"); !ok || !bytes.Equal(got, small) {
+		t.Fatalf("s: hit %v, %d bytes", ok, len(got))
+	}
+	if c.Stats().MemoryHits != before+1 {
+		t.Fatal("the first read of a value written with MemoryOnWrite did not come from memory")
+	}
+	warm(t, c, "l", large)
+	// Overwritten: the new record enters, the old entry is never served.
+	v2 := value("s", 2, 6000)
+	if err := c.Put([]byte("s"), v2); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	before = c.Stats().MemoryHits
+	if got, _, ok := readBlob(t, c, "s"); !ok || !bytes.Equal(got, v2) || c.Stats().MemoryHits != before+1 {
+		t.Fatalf("s after an overwrite: hit %v, the new value %v, from memory %v", ok, bytes.Equal(got, v2), c.Stats().MemoryHits == before+1)
+	}
+	if _, err := New(t.TempDir(), WithMemoryAdmission(MemoryOnWrite+1)); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("an unknown admission: %v", err)
 	}
 }

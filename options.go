@@ -177,13 +177,15 @@ type Options struct {
 
 	// MemorySize is the capacity, in bytes, of the memory tier: record values held in process
 	// memory in front of the segments (internal/memtier), so that a hit on a hot blob is a copy
-	// from memory, with no system call and no checksum pass. A value enters on its second hit
-	// from the segments, read whole and checked against its CRC-32C; the tier evicts as S3-FIFO
-	// does, and an entry is bound to its record, so an overwrite, a Delete, an expiry,
-	// InvalidateAll or an eviction never leaves an older value readable from it. It starts
-	// empty at every open. Default 0: no memory tier (docs/BENCHMARKS.md, "The memory tier",
-	// has the measurements behind the default).
+	// from memory, with no system call and no checksum pass. A value enters as MemoryAdmission
+	// says; the tier evicts as S3-FIFO does, and an entry is bound to its record, so an
+	// overwrite, a Delete, an expiry, InvalidateAll or an eviction never leaves an older value
+	// readable from it. It starts empty at every open. Default 0: no memory tier
+	// (docs/BENCHMARKS.md, "The memory tier", has the measurements behind the default).
 	MemorySize int64
+
+	// MemoryAdmission says which values enter the memory tier. Default MemoryOnSecondHit.
+	MemoryAdmission MemoryAdmission
 
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
 	// records are measured by (default time.Now). A server whose tests fix the time sets it.
@@ -307,6 +309,8 @@ func (o Options) Validate() error {
 		return bad("ReinsertShare %v is outside (0, 1)", o.ReinsertShare)
 	case o.MemorySize < 0:
 		return bad("MemorySize %d is negative", o.MemorySize)
+	case o.MemoryAdmission > MemoryOnWrite:
+		return bad("unknown MemoryAdmission %d", o.MemoryAdmission)
 	case o.WriteBudget < 0:
 		return bad("WriteBudget %d is negative", o.WriteBudget)
 	}
@@ -398,6 +402,35 @@ func WithAdmission(a Admission) Option { return func(o *Options) { o.Admission =
 
 // WithMemorySize sets Options.MemorySize, the memory tier's capacity in bytes (0: none).
 func WithMemorySize(n int64) Option { return func(o *Options) { o.MemorySize = n } }
+
+// WithMemoryAdmission sets Options.MemoryAdmission.
+func WithMemoryAdmission(a MemoryAdmission) Option { return func(o *Options) { o.MemoryAdmission = a } }
+
+// MemoryAdmission is which values enter the memory tier (Options.MemoryAdmission).
+type MemoryAdmission uint8
+
+const (
+	// MemoryOnSecondHit: a value enters on its second hit from the segments, read whole and
+	// checked against its CRC-32C as it enters, while entering pays (values that enter must be
+	// hit from memory about as often as they enter; otherwise one in eight still does).
+	MemoryOnSecondHit MemoryAdmission = iota
+	// MemoryOnWrite: a value also enters as its record is committed to a segment, from the
+	// write buffer (no read, and no check: the bytes are the ones just written), as memcached
+	// keeps what it is given; the tier's eviction then decides what stays. Values streamed
+	// straight to their segment (larger than a write buffer, or PutFrom beyond
+	// StreamThreshold) and blobs of PerBlobFiles still enter on their second hit.
+	MemoryOnWrite
+)
+
+func (a MemoryAdmission) String() string {
+	switch a {
+	case MemoryOnSecondHit:
+		return "second-hit"
+	case MemoryOnWrite:
+		return "write"
+	}
+	return fmt.Sprintf("MemoryAdmission(%d)", uint8(a))
+}
 
 // WithWriteBudget sets Options.WriteBudget, in bytes per second.
 func WithWriteBudget(bytesPerSecond int64) Option {

@@ -146,13 +146,17 @@ func (l *segmentLayout) write(j *flushJob) error { return j.seg.active.WriteBatc
 // the records they replace.
 func (l *segmentLayout) commit(j *flushJob) {
 	c, seg := l.c, j.seg
-	for _, be := range j.b.Entries() {
+	admit := c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite
+	for i, be := range j.b.Entries() {
 		e := be.Entry
 		e.Offset += uint32(j.base)
 		seg.active.AddEntry(e)
 		switch e.Kind {
 		case record.KindPut:
 			loc := index.Loc{Segment: seg.id, Offset: e.Offset, Length: e.Length}
+			if admit {
+				c.admitWritten(j.b, i, e.Hash, loc) // before the index names loc: no read misses it
+			}
 			if old, ok := c.idx.Put(e.Hash, loc); ok {
 				l.freeRecord(old, seg.id)
 			}

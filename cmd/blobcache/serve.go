@@ -62,6 +62,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ghostEntries                         int
 		writeBudget                          = sizeFlag(0)
 		memory                               = sizeFlag(0)
+		memAdmission                         string
 	)
 	fl.StringVar(&cfg.Dir, "dir", defaultDir(), "cache directory (created if missing)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
@@ -84,6 +85,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close idle keep-alive connections after this long (default 2m HTTP, 5m memcached)")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time allowed to requests in progress at shutdown")
 	fl.Var(&memory, "memory", "memory for hot values (the memory tier), like memcached's -m (default none)")
+	fl.StringVar(&memAdmission, "memory-admission", "write", "which values enter the memory tier: write (as they are written, as memcached keeps what it is given) or second-hit (on their second hit from disk, the library's default)")
 	fl.Var(&maxSize, "max-size", "disk space for segments; the oldest are evicted past it: a size, unlimited, or auto: 80% of the file system's size (at most what leaves 5% of it free), chosen when the cache is made and kept")
 	fl.Var(&segSize, "segment-size", "segment file size (default 256M)")
 	fl.Var(&wbufSize, "write-buffer-size", "write batch size (default 16M); larger values skip the batch")
@@ -123,6 +125,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Cache.VerifyOnRead = !noVerify
 	cfg.Cache.WriteBudget = int64(writeBudget)
 	cfg.Cache.MemorySize = int64(memory)
+	switch memAdmission {
+	case "second-hit":
+		cfg.Cache.MemoryAdmission = blobcache.MemoryOnSecondHit
+	case "write":
+		cfg.Cache.MemoryAdmission = blobcache.MemoryOnWrite
+	default:
+		fmt.Fprintf(stderr, "blobcache serve: --memory-admission %q: want second-hit or write\n", memAdmission)
+		return exitError(2)
+	}
 	switch policy {
 	case "", "probation":
 		cfg.Cache.Policy = blobcache.PolicyProbation
