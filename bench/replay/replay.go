@@ -33,6 +33,9 @@ type Config struct {
 	// MeanSize is the trace's mean object size, bytes: a ghost set of AdmitOnSecondPut
 	// remembers as many keys as the cache holds objects of it, unless the policy says.
 	MeanSize int64
+	// MemorySize is blobcache.Options.MemorySize, the memory tier's capacity in bytes (0: none).
+	// With a tier, a request is a whole Get (see Run).
+	MemorySize int64
 }
 
 // ParsePolicy turns a policy spec into options: parts joined by '+', each one of
@@ -138,7 +141,27 @@ type Result struct {
 	HeldMean float64 `json:"held_mean"`
 	HeldMin  float64 `json:"held_min"`
 	HeldMax  float64 `json:"held_max"`
+
+	// Memory is the memory tier's figures; nil without one (Config.MemorySize 0).
+	Memory *MemoryResult `json:"memory,omitempty"`
 }
+
+// MemoryResult is what the memory tier did in one replay, from blobcache.Stats after the final
+// Drain. The tier holds only values the segments hold too, so its hits are among the cache's:
+// Hits counts both tiers' hits, MemoryHits those served from memory.
+type MemoryResult struct {
+	Size       int64  `json:"size"`        // Options.MemorySize
+	Hits       uint64 `json:"hits"`        // Stats.Hits: every hit, from either tier
+	MemoryHits uint64 `json:"memory_hits"` // Stats.MemoryHits: hits served from memory
+	Inserts    uint64 `json:"inserts"`     // values that entered the tier
+	Evictions  uint64 `json:"evictions"`   // values the tier evicted
+	Declined   uint64 `json:"declined"`    // values not let in: a first hit, too large, or the gate closed
+	Items      int64  `json:"items"`       // values held at the end
+	Bytes      int64  `json:"bytes"`       // what they take, overhead included
+}
+
+// HitShare is the share of the cache's hits served from memory.
+func (m MemoryResult) HitShare() float64 { return ratio(float64(m.MemoryHits), float64(m.Hits)) }
 
 // heldEvery is how many requests apart Run samples what the cache holds.
 const heldEvery = 1024
@@ -164,7 +187,11 @@ func ratio(a, b float64) float64 {
 // Run replays reqs against a new cache configured by cfg, in a temporary directory it removes
 // afterwards. Requests of size 0 are skipped, as libCacheSim skips them. A hit is decided by a
 // one-byte GetRange: the same lookup as Get (bloom filter, write buffer, index, then the record's
-// header and key read and checked), without copying a value nobody looks at.
+// header and key read and checked), without copying a value nobody looks at. With a memory tier
+// a request is a Get of the whole value instead, since only a whole read lets a value into the
+// tier (see blobcache.Options.MemorySize); the Reader is closed unread, the value having been
+// read when it was opened. Both count a hit in the index alike, so what the segments keep does
+// not depend on which is used.
 func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize, Policy: cfg.Policy}
 	policy, err := ParsePolicy(cfg.Policy, cfg.MaxSize, cfg.MeanSize)
@@ -188,6 +215,9 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	if cfg.ExpectedBlobs > 0 {
 		opts = append(opts, blobcache.WithExpectedBlobs(cfg.ExpectedBlobs))
 	}
+	if cfg.MemorySize > 0 {
+		opts = append(opts, blobcache.WithMemorySize(cfg.MemorySize))
+	}
 	opts = append(opts, policy...)
 	c, err := blobcache.New(dir, opts...)
 	if err != nil {
@@ -206,6 +236,10 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	// keep it until its batch is flushed.
 	value := make([]byte, largest)
 	var key [KeyLen]byte
+	get := func(k []byte) (*blobcache.Reader, bool) { return c.GetRange(k, 0, 1) }
+	if cfg.MemorySize > 0 {
+		get = c.Get
+	}
 	var heldSum float64
 	var heldN int
 	start := time.Now()
@@ -228,7 +262,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 		}
 		res.RequestBytes += int64(r.Size)
 		binary.BigEndian.PutUint64(key[:], r.ID)
-		if rd, ok := c.GetRange(key[:], 0, 1); ok {
+		if rd, ok := get(key[:]); ok {
 			rd.Close()
 			continue
 		}
@@ -252,6 +286,11 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	s := c.Stats()
 	res.FlushedBytes, res.Evictions, res.Segments = s.FlushedBytes, s.Evictions, s.Segments
 	res.Declined, res.Reinserted, res.ReinsertDrop = s.Declined, s.Reinserted, s.ReinsertDropped
+	if cfg.MemorySize > 0 {
+		res.Memory = &MemoryResult{Size: cfg.MemorySize, Hits: s.Hits, MemoryHits: s.MemoryHits,
+			Inserts: s.MemoryInserts, Evictions: s.MemoryEvictions, Declined: s.MemoryDeclined,
+			Items: s.MemoryItems, Bytes: s.MemoryBytes}
+	}
 	if err := errors.Join(stop(), c.Close()); err != nil {
 		return res, err
 	}

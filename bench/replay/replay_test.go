@@ -85,3 +85,56 @@ func TestGeometry(t *testing.T) {
 		}
 	}
 }
+
+// A memory tier in front of the segments serves some hits from memory and changes no hit into a
+// miss or back: it holds only values the segments hold too (an entry is bound to its record's
+// place), and a hit from memory counts in the index as one from disk, so the segments keep
+// what they keep without it. Under PolicyFIFO, whose replays repeat exactly, the misses and the
+// bytes written are the same to the request and the byte. Under the default policy a
+// reinsertion goroutine decides what is copied while the replay runs, so replays of the same
+// trace differ a little from run to run, with a tier or without one: they agree within that.
+func TestRunMemoryTier(t *testing.T) {
+	reqs, err := trace.Zipf{Alpha: 0.9, Objects: 4000, Requests: 40000, Size: 2048, Seed: 3}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := trace.Summarize(reqs)
+	maxSize := sum.UniqueBytes / 4
+	seg, wb, err := Geometry(maxSize, 8, int64(sum.MaxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		policy string
+		noise  float64 // largest difference of miss ratios allowed
+	}{{"fifo", 0}, {"default", 0.03}} {
+		cfg := Config{Dir: t.TempDir(), MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, Policy: tc.policy}
+		without, err := Run(reqs, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MemorySize = maxSize / 10
+		with, err := Run(reqs, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if without.Memory != nil {
+			t.Errorf("%s: memory figures without a tier: %+v", tc.policy, *without.Memory)
+		}
+		m := with.Memory
+		if m == nil {
+			t.Fatalf("%s: no memory figures with a tier", tc.policy)
+		}
+		t.Logf("%s: miss ratio %.4f without the tier, %.4f with it; %d of %d hits from memory (%.3f), %d inserts, %d evictions, %d declined",
+			tc.policy, without.MissRatio(), with.MissRatio(), m.MemoryHits, m.Hits, m.HitShare(), m.Inserts, m.Evictions, m.Declined)
+		if m.Size != maxSize/10 || m.Hits != uint64(with.Requests-with.Misses) || m.HitShare() <= 0 || m.Inserts == 0 || m.Evictions == 0 {
+			t.Errorf("%s: %+v: want every hit counted, some from memory, inserts and evictions", tc.policy, *m)
+		}
+		if d := with.MissRatio() - without.MissRatio(); d > tc.noise || -d > tc.noise {
+			t.Errorf("%s: miss ratio %.4f with the tier, %.4f without: want them equal within %g", tc.policy, with.MissRatio(), without.MissRatio(), tc.noise)
+		}
+		if tc.noise == 0 && (with.Misses != without.Misses || with.FlushedBytes != without.FlushedBytes) {
+			t.Errorf("%s: %d misses, %d bytes written with the tier; %d, %d without", tc.policy, with.Misses, with.FlushedBytes, without.Misses, without.FlushedBytes)
+		}
+	}
+}

@@ -10,6 +10,7 @@ byte count, and prints one markdown table, then a sanity table of FIFO against B
     cd bench && python3 scripts/libcachesim_compare.py            # the table of BENCHMARKS.md
     python3 scripts/libcachesim_compare.py --quick                # small traces, 10% only
     python3 scripts/libcachesim_compare.py --traces zipf0.8-4k --fractions 0.01
+    python3 scripts/libcachesim_compare.py --policies default --memory 0.1   # two tiers, see below
 
 Cache sizes are fractions of the trace's unique bytes as libCacheSim counts them
 (TraceReader.get_working_set_size), rounded down to bytes; both sides get that byte count.
@@ -17,6 +18,13 @@ Requests of size 0 are skipped by both (libCacheSim's ignore_size_zero_req defau
 replay). BlobCache runs in a temporary directory under --dir (default /dev/shm when it exists:
 the figures are hit ratios and bytes written, not device speed, and tmpfs keeps a case to
 seconds).
+
+--memory F adds BlobCache's memory tier (blobcache-bench trace -memory) of F times the cache
+size, rounded down to bytes: every BlobCache case runs without the tier and with it, and a
+further table sets them beside libCacheSim's FIFO and S3-FIFO at the cache size and at the total
+bytes, cache size plus memory. The tier holds copies of values the segments hold, so BlobCache
+with it keeps no more objects than without; the policies at the total bytes have that much more
+room for distinct objects.
 """
 
 import argparse
@@ -52,6 +60,9 @@ CLOUDPHYSICS = "/work/shared/traces/cloudPhysicsIO.oracleGeneral.bin"
 ALGOS = [("FIFO", lcs.FIFO), ("LRU", lcs.LRU), ("CLOCK", lcs.Clock), ("SIEVE", lcs.Sieve),
          ("S3-FIFO", lcs.S3FIFO), ("ARC", lcs.ARC)]
 
+# What runs at the total bytes (cache plus memory) with --memory.
+TOTAL_ALGOS = [("FIFO", lcs.FIFO), ("S3-FIFO", lcs.S3FIFO)]
+
 # Bytes a record costs BlobCache beyond its value: a 64-byte header, the 8-byte key and a
 # 20-byte footer entry (internal/record, internal/segment).
 RECORD_OVERHEAD = 64 + 8 + 20
@@ -67,11 +78,14 @@ def libcachesim_miss(path, algo, size):
     return cache.process_trace(reader(path))
 
 
-def blobcache(bench, path, size, segments, workdir, policies="default"):
-    """BlobCache's runs of one cache size, one per policy (blobcache-bench trace -policy)."""
+def blobcache(bench, path, size, segments, workdir, policies="default", memory=0):
+    """BlobCache's runs of one cache size, one per policy (blobcache-bench trace -policy); with
+    memory (bytes), each policy twice: without the memory tier, then with one of memory bytes."""
     out = os.path.join(workdir, "bc.json")
     cmd = [bench, "trace", "-oracle", path, "-cache", str(size), "-segments", str(segments), "-json", out,
            "-policy", policies]
+    if memory:
+        cmd += ["-memory", f"0,{memory}"]
     if ARGS.dir:
         cmd += ["-dir", ARGS.dir]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -116,6 +130,9 @@ def main():
     p.add_argument("--no-sanity", action="store_true", help="skip the FIFO sanity table")
     p.add_argument("--repeat", type=int, default=1,
                    help="BlobCache runs per case; the tables show the run of median miss ratio")
+    p.add_argument("--memory", type=float, default=0,
+                   help="BlobCache's memory tier, a fraction of the cache size (e.g. 0.1): each case runs without"
+                   " and with it, and libCacheSim's FIFO and S3-FIFO run at the cache size plus the tier's too")
     ARGS = p.parse_args()
     if not ARGS.fractions:
         ARGS.fractions = "0.1" if ARGS.quick else "0.01,0.1"
@@ -148,17 +165,21 @@ def run(work):
     if "cloudPhysicsIO" in wanted:
         traces.append(("cloudPhysicsIO", CLOUDPHYSICS))
 
-    rows, sanity = [], []
+    rows, sanity, tiers = [], [], []
     for label, path in traces:
         n_obj, wss = reader(path).get_working_set_size()
         mean = wss / n_obj
         for frac in [float(f) for f in ARGS.fractions.split(",")]:
             size = int(frac * wss)
+            memory = int(ARGS.memory * size)
             miss = {name: libcachesim_miss(path, algo, size)[0] for name, algo in ALGOS}
-            runs = median_runs([blobcache(bench, path, size, ARGS.segments, work, ARGS.policies)
+            runs = median_runs([blobcache(bench, path, size, ARGS.segments, work, ARGS.policies, memory)
                                 for _ in range(ARGS.repeat)])
             rows.append((label, frac, size, miss, runs))
-            bc = next((r for r in runs if r["policy"] == "fifo"), runs[0])
+            if memory:
+                total = {name: libcachesim_miss(path, algo, size + memory)[0] for name, algo in TOTAL_ALGOS}
+                tiers.append((label, frac, size, memory, miss, total, runs))
+            bc = next((r for r in runs if r["policy"] == "fifo" and "memory" not in r), runs[0])
             if not ARGS.no_sanity:
                 # FIFO with the bytes BlobCache holds on average: half a segment less
                 # (whole-segment eviction, the active segment counted full) and its per-record
@@ -169,6 +190,8 @@ def run(work):
 
     names = [n for n, _ in ALGOS]
     pols = ARGS.policies.split(",")
+    if ARGS.memory:  # each policy without the tier, then with it, as blobcache() returns them
+        pols = [q for p in pols for q in (p, p + " + memory")]
     print("Object miss ratio (libCacheSim's policies, then BlobCache's" +
           (f", the median of {ARGS.repeat} runs, with the range" if ARGS.repeat > 1 else "") + "):")
     print()
@@ -194,6 +217,8 @@ def run(work):
         segs = f"{size // runs[0]['segment_size']} x {human(runs[0]['segment_size'])}"
         print(f"| {label} | {frac:g} ({human(size)}) | {segs} | {w} | {b} | {h} |")
     print()
+    if tiers:
+        print_tiers(tiers)
     if ARGS.no_sanity:
         return
     print("Sanity: FIFO against BlobCache (FIFO by segment). \"FIFO, held bytes\" is libCacheSim's FIFO with "
@@ -204,6 +229,34 @@ def run(work):
     for label, frac, size, bc, fifo, fifo_eff, eff in sanity:
         print(f"| {label} | {frac:g} ({human(size)}) | {size // bc['segment_size']} x {human(bc['segment_size'])} | "
               f"{fifo:.4f} | {fifo_eff:.4f} ({human(eff)}) | {bc['miss_ratio']:.4f} |")
+
+
+def print_tiers(tiers):
+    """The two-tier table: BlobCache without and with the memory tier, libCacheSim's FIFO and
+    S3-FIFO at the cache size and at the total bytes (cache plus memory)."""
+    spread = ARGS.repeat > 1
+    print(f"Two tiers: BlobCache without and with a memory tier of {ARGS.memory:g} times the cache size, "
+          "libCacheSim's FIFO and S3-FIFO at the cache size (disk) and at the cache size plus the memory "
+          "(total). Object miss ratio" + (f", BlobCache's the median of {ARGS.repeat} runs with the range" if spread
+                                        else "") + "; the share of BlobCache's hits served from memory, the "
+          "tier's inserts and evictions, and bytes written per byte requested without and with the tier:")
+    print()
+    cols = ["FIFO disk", "FIFO total", "S3-FIFO disk", "S3-FIFO total"]
+    print("| trace | cache (disk) | memory | policy | " + " | ".join(cols) +
+          " | BC | BC + memory | memory hits / hits | memory inserts | memory evictions | written | written + memory |")
+    print("|---|---|--:|---|" + "--:|" * (len(cols) + 7))
+    for label, frac, size, memory, miss, total, runs in tiers:
+        for off, on in zip(runs[0::2], runs[1::2]):
+            m = on["memory"]
+
+            def ratio(r):
+                return f"{r['miss_ratio']:.4f}" + (f" ({r['miss_spread'][0]:.4f}-{r['miss_spread'][1]:.4f})"
+                                                   if spread else "")
+            print(f"| {label} | {frac:g} ({human(size)}) | {human(memory)} | {on['policy']} | "
+                  f"{miss['FIFO']:.4f} | {total['FIFO']:.4f} | {miss['S3-FIFO']:.4f} | {total['S3-FIFO']:.4f} | "
+                  f"{ratio(off)} | {ratio(on)} | {on['memory_hit_share']:.3f} | {m['inserts']} | {m['evictions']} | "
+                  f"{off['write_amp']:.3f} | {on['write_amp']:.3f} |")
+    print()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,11 @@ const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as 
 Exactly one source: -oracle, -csv or -zipf. -save writes the trace as oracleGeneral (for
 libCacheSim); with -cache '' nothing is replayed. -policy replays each cache size once per
 policy: fifo, reinsert[=share], probation[=share], second[=ghost entries], parts joined by '+'
-(e.g. -policy fifo,reinsert,probation,reinsert+second).
+(e.g. -policy fifo,reinsert,probation,reinsert+second). -memory adds a memory tier
+(Options.MemorySize) in front of the segments, a fraction of each cache size or bytes; with
+-memory 0,0.1 each case is replayed without a tier and with one. The tier holds copies of values
+the segments hold, so its hits are hits of the cache: the miss ratio counts both tiers, and the
+table adds the share of hits served from memory and the tier's inserts and evictions.
 `
 
 // traceReport is the JSON of a trace run: what bench/scripts/libcachesim_compare.py reads.
@@ -41,6 +45,8 @@ type traceRun struct {
 	MissRatio     float64 `json:"miss_ratio"`
 	ByteMissRatio float64 `json:"byte_miss_ratio"`
 	WriteAmp      float64 `json:"write_amp"`
+	// MemoryHitShare is the share of hits served from the memory tier; with one only.
+	MemoryHitShare *float64 `json:"memory_hit_share,omitempty"`
 	replay.Result
 }
 
@@ -65,6 +71,7 @@ func runTrace(args []string) error {
 	dir := fs.String("dir", "", "parent directory of the caches' temporary directories (default: the system's)")
 	jsonOut := fs.String("json", "", "also write every figure to this file, as JSON")
 	policies := fs.String("policy", "default", "policies, comma-separated (see above); 'default' is the library's")
+	memories := fs.String("memory", "0", "memory tier sizes, comma-separated: a fraction of the cache size (0.1) or bytes (as -cache); 0: no tier")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,17 +128,28 @@ func runTrace(args []string) error {
 			wb = *wbSize
 		}
 		for _, pol := range split(*policies) {
-			res, err := replay.Run(reqs, replay.Config{
-				Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
-				Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)),
-			})
-			if err != nil {
-				return fmt.Errorf("trace %s, cache %s, policy %s: %w", label, cs, pol, err)
+			for _, ms := range cmpList(split(*memories), []string{"0"}) {
+				memSize, err := parseMemorySize(ms, maxSize)
+				if err != nil {
+					return err
+				}
+				res, err := replay.Run(reqs, replay.Config{
+					Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
+					Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)), MemorySize: memSize,
+				})
+				if err != nil {
+					return fmt.Errorf("trace %s, cache %s, policy %s, memory %s: %w", label, cs, pol, ms, err)
+				}
+				run := traceRun{
+					Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
+					MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
+				}
+				if res.Memory != nil {
+					share := res.Memory.HitShare()
+					run.MemoryHitShare = &share
+				}
+				rep.Runs = append(rep.Runs, run)
 			}
-			rep.Runs = append(rep.Runs, traceRun{
-				Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
-				MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
-			})
 		}
 	}
 	fmt.Print(traceMarkdown(rep))
@@ -157,12 +175,30 @@ func traceMarkdown(rep traceReport) string {
 	if len(rep.Runs) == 0 {
 		return b.String()
 	}
-	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | held / MaxSize: mean (min-max) | evictions | reinserted | declined | seconds |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	tiered := false
 	for _, r := range rep.Runs {
-		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %.3f (%.3f-%.3f) | %d | %d | %d | %.1f |\n",
+		tiered = tiered || r.Memory != nil
+	}
+	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | held / MaxSize: mean (min-max) | evictions | reinserted | declined | seconds |")
+	if tiered {
+		b.WriteString(" memory, bytes | memory hits / hits | memory inserts | memory evictions |")
+	}
+	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	if tiered {
+		b.WriteString("--:|--:|--:|--:|")
+	}
+	b.WriteString("\n")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %.3f (%.3f-%.3f) | %d | %d | %d | %.1f |",
 			r.Fraction, r.Policy, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
 			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.HeldMean, r.HeldMin, r.HeldMax, r.Evictions, r.Reinserted, r.Declined, r.Seconds)
+		switch m := r.Memory; {
+		case m != nil:
+			fmt.Fprintf(&b, " %d | %.4f | %d | %d |", m.Size, m.HitShare(), m.Inserts, m.Evictions)
+		case tiered:
+			b.WriteString(" 0 | - | - | - |")
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -196,6 +232,19 @@ func parseCacheSize(s string, unique int64) (int64, error) {
 	return n * mult, nil
 }
 
+// parseMemorySize reads a memory tier size: 0 (none), a fraction of the cache's maxSize, or
+// bytes, as parseCacheSize reads them.
+func parseMemorySize(s string, maxSize int64) (int64, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
+		return 0, nil
+	}
+	n, err := parseCacheSize(s, maxSize)
+	if err != nil {
+		return 0, fmt.Errorf("trace: memory size %q is neither 0, a fraction of the cache size in (0, 1], nor a byte count", s)
+	}
+	return n, nil
+}
+
 func readFile(path string, read func(io.Reader) ([]trace.Request, error)) ([]trace.Request, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -226,6 +275,14 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// cmpList returns a if it is not empty, else b.
+func cmpList(a, b []string) []string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
 }
 
 // cmp returns a if it is set, else b.

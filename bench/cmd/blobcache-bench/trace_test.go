@@ -51,6 +51,87 @@ func TestTraceRun(t *testing.T) {
 	}
 }
 
+// TestTraceMemory replays a tiny trace without a memory tier and with one of a tenth of the
+// cache (-memory 0,0.1). The tier holds only values the segments hold too and its hits count in
+// the index as hits from disk do, so it turns no miss into a hit nor a hit into a miss: under
+// PolicyFIFO, whose replays repeat exactly, the two runs miss the same requests and write the
+// same bytes, and the tier serves part of the hits. Without -memory, neither the table nor the
+// JSON has a memory column or field.
+func TestTraceMemory(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	zipf := []string{"trace", "-dir", dir, "-json", out, "-zipf", "0.9", "-objects", "3000", "-requests", "30000", "-size", "2048", "-cache", "0.25", "-policy", "fifo"}
+	stdout := captureStdout(t, func() {
+		if err := run(append(zipf, "-memory", "0,0.1")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(stdout, "| memory hits / hits |") {
+		t.Errorf("no memory columns:\n%s", stdout)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep traceReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(rep.Runs))
+	}
+	without, with := rep.Runs[0], rep.Runs[1]
+	if without.Memory != nil || without.MemoryHitShare != nil {
+		t.Errorf("memory figures without a tier: %+v", without)
+	}
+	m := with.Memory
+	if m == nil || with.MemoryHitShare == nil {
+		t.Fatalf("no memory figures with a tier: %+v", with)
+	}
+	t.Logf("miss ratio %.4f without the tier, %.4f with it; %.3f of the hits from memory, %d inserts, %d evictions",
+		without.MissRatio, with.MissRatio, *with.MemoryHitShare, m.Inserts, m.Evictions)
+	if m.Size != with.MaxSize/10 || *with.MemoryHitShare <= 0 || *with.MemoryHitShare != m.HitShare() || m.Inserts == 0 {
+		t.Errorf("memory %+v, share %v: want a tenth of MaxSize %d, hits from it and inserts", *m, *with.MemoryHitShare, with.MaxSize)
+	}
+	if with.Misses != without.Misses || with.FlushedBytes != without.FlushedBytes || with.MissRatio != without.MissRatio {
+		t.Errorf("%d misses (%.4f), %d bytes written with the tier; %d (%.4f), %d without",
+			with.Misses, with.MissRatio, with.FlushedBytes, without.Misses, without.MissRatio, without.FlushedBytes)
+	}
+
+	stdout = captureStdout(t, func() {
+		if err := run(zipf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if strings.Contains(stdout, "memory") {
+		t.Errorf("a memory column without -memory:\n%s", stdout)
+	}
+	if b, err = os.ReadFile(out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "memory") {
+		t.Errorf("a memory field without -memory:\n%s", b)
+	}
+}
+
+func TestParseMemorySize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{{"0", 0}, {"0.0", 0}, {"0.1", 10000}, {"1.0", 100000}, {"16MiB", 16 << 20}, {"1.5", -1}, {"-0.1", -1}, {"x", -1}} {
+		got, err := parseMemorySize(tc.in, 100000)
+		if tc.want < 0 {
+			if err == nil {
+				t.Errorf("%q: %d, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
 func TestParseCacheSize(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
