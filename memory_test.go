@@ -407,3 +407,59 @@ func TestMemoryOnWrite(t *testing.T) {
 		t.Fatalf("an unknown admission: %v", err)
 	}
 }
+
+// TestReaderBuffered: a Reader of a value in the memory tier hands its bytes over in place
+// (Buffered), small or large; one that verifies, or that still has bytes in its file, does not,
+// and is read as usual.
+func TestReaderBuffered(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite), WithWriteBufferSize(1<<20))...)
+	defer c.Close()
+	vals := map[string][]byte{"small": value("small", 1, 3000), "large": value("large", 1, 600<<10)}
+	for k, v := range vals {
+		if err := c.Put([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Drain()
+	for k, v := range vals {
+		r, ok := c.Get([]byte(k))
+		if !ok {
+			t.Fatalf("%s: miss", k)
+		}
+		b, ok := r.Buffered()
+		if !ok || !bytes.Equal(b, v) {
+			t.Fatalf("%s from memory: Buffered %v, %d bytes, equal %v", k, ok, len(b), bytes.Equal(b, v))
+		}
+		r.Close()
+	}
+	// A value streamed to its segment (larger than the write buffer), read from the file by a
+	// verifying reader: not buffered, and read as usual.
+	v := value("disk", 1, 1536<<10)
+	if err := c.Put([]byte("disk"), v); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	vc := open(t, t.TempDir(), small(WithVerifyOnRead(true))...)
+	defer vc.Close()
+	if err := vc.Put([]byte("k"), vals["small"]); err != nil {
+		t.Fatal(err)
+	}
+	vc.Drain()
+	for _, tc := range []struct {
+		c   *Cache
+		key string
+	}{{c, "disk"}, {vc, "k"}} {
+		r, ok := tc.c.Open([]byte(tc.key))
+		if !ok {
+			t.Fatalf("%s: miss", tc.key)
+		}
+		if _, ok := r.Buffered(); ok {
+			t.Fatalf("%s: Buffered with bytes left in the file or a check due", tc.key)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || (tc.key == "disk" && !bytes.Equal(got, v)) || (tc.key == "k" && !bytes.Equal(got, vals["small"])) {
+			t.Fatalf("%s read as usual: %d bytes, %v", tc.key, len(got), err)
+		}
+	}
+}

@@ -307,6 +307,19 @@ func (r *Reader) release() {
 	r.ref.release()
 }
 
+// Buffered returns the value bytes r has not delivered yet when it holds all of them in memory
+// with no check left to make: a value from the memory tier (checked as it entered), or one read
+// whole by a Reader that does not verify. A caller that takes them writes them out in place of
+// reading r, reads nothing more from r, and closes r once done with the bytes, which stay valid
+// until then. ok is false while bytes remain in the file or a check is due at the end; r is then
+// read as usual.
+func (r *Reader) Buffered() (b []byte, ok bool) {
+	if r.remain > 0 || r.verify || r.err != nil && r.err != io.EOF {
+		return nil, false
+	}
+	return r.val, true
+}
+
 // Close releases the reader's buffer and file reference. Reads after Close return io.EOF if
 // the blob was read to the end, or ErrClosed.
 func (r *Reader) Close() error {

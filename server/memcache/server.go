@@ -213,7 +213,7 @@ type conn struct {
 	s  *Server
 	nc net.Conn
 	r  *bufio.Reader
-	w  *bufio.Writer
+	w  *replyBuffer
 	// sock is nc for values sent from segment files (store.Send); nil if nc cannot take them.
 	sock store.Socket
 
@@ -234,7 +234,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		s:      s,
 		nc:     nc,
 		r:      bufio.NewReaderSize(countedReader{nc, &s.stats.bytesRead}, s.cfg.MaxLineBytes),
-		w:      bufio.NewWriterSize(countedWriter{nc, &s.stats.bytesWritten}, 16<<10),
+		w:      newReplyBuffer(nc, &s.stats.bytesWritten),
 		authed: s.cfg.Token == "",
 		toks:   make([][]byte, 0, maxTokens),
 	}
@@ -270,6 +270,7 @@ func (c *conn) serve() {
 	s.stats.totalConns.Add(1)
 	s.cfg.Metrics.ConnOpened("memcache")
 	defer func() {
+		c.w.close()
 		c.nc.Close()
 		s.stats.conns.Add(-1)
 		s.cfg.Metrics.ConnClosed("memcache")

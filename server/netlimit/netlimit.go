@@ -81,6 +81,11 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
+// WriteBuffers writes b to the connection, with one writev where it is a TCP connection:
+// net.Buffers finds the connection's vectored write only on the connection itself, which this
+// wrapper hides.
+func (c *conn) WriteBuffers(b *net.Buffers) (int64, error) { return b.WriteTo(c.Conn) }
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })

@@ -355,6 +355,18 @@ type Plan struct {
 	Sock Socket
 }
 
+// Holder is a Plan.W that can take a whole payload by reference instead of a copy: it writes p
+// in its place at its next flush and closes c once p is written (or never will be). Get hands it
+// a payload that lies in memory already checked (blobcache.Reader.Buffered) of at least holdMin
+// bytes.
+type Holder interface {
+	Hold(p []byte, c io.Closer)
+}
+
+// holdMin is the smallest payload handed to a Holder: below it, a copy costs less than a piece
+// more of the vectored write.
+const holdMin = 4 << 10
+
 // Socket is a connection a payload can be sent to from a file (Plan.Sock).
 type Socket interface {
 	io.Writer
@@ -421,7 +433,12 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		return false, false, nil
 	}
 	br := r
-	defer br.Close()
+	handed := false // br went to a Holder, which closes it
+	defer func() {
+		if !handed {
+			br.Close()
+		}
+	}()
 	info := br.Info()
 	// The copy buffer, and the library's own buffers for a streamed blob, count against the
 	// memory budget: a slow client holds them for as long as it takes to read.
@@ -432,7 +449,18 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	defer s.release(held)
 	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: info}
 	d.sum, d.hasSum = br.Checksum()
-	if open && !d.info.Legacy && d.blobSize > blobcache.OpenHead && !br.Verifies() {
+	if b, ok := br.Buffered(); ok && !d.info.Legacy && int64(len(b)) == d.blobSize && len(b) >= holdMin {
+		// The value lies in memory, checked: a plan whose writer can hold it takes it by
+		// reference, and writes it with the answer around it at its next flush.
+		if _, err = d.Write(nil); err == nil {
+			if h, ok := d.w.(Holder); ok && d.skip == 0 && d.left == d.blobSize {
+				h.Hold(b, br)
+				handed = true
+				return true, false, nil
+			}
+		}
+	}
+	if err == nil && open && !d.info.Legacy && d.blobSize > blobcache.OpenHead && !br.Verifies() {
 		// The value is in the segment file (Open): ask for the plan now, and send a whole
 		// payload to the plan's socket from the file, or hand it to W's ReadFrom.
 		if _, err = d.Write(nil); err == nil && d.sock != nil {
@@ -550,6 +578,12 @@ const (
 // before it releases anything.
 func copyOut(w io.Writer, r *blobcache.Reader) error {
 	size := r.Size()
+	if b, ok := r.Buffered(); ok && int64(len(b)) == size {
+		// In memory and checked (the memory tier's, or read whole): written from where it lies,
+		// with no copy into a buffer of the store's. The caller closes r after this returns.
+		_, err := w.Write(b)
+		return err
+	}
 	if size <= wholeBlob {
 		buf := blobcache.GetBuffer(int(size))
 		defer blobcache.PutBuffer(buf)

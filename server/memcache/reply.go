@@ -1,0 +1,160 @@
+package memcache
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+)
+
+// replyBuffer gathers a connection's answers until they are flushed, as bufio.Writer does, and
+// can also keep a value by reference (Hold, store.Holder) instead of copying it: a flush then
+// hands the answers and the values between them to the kernel in one writev, and closes what
+// held each value (a Reader of the memory tier or of a pooled buffer) once it is written.
+//
+// Invariants: buf holds the bytes written since the last flush, except the held values; each
+// held value goes after buf[:at] and before buf[at:], in the order held; every closer of a held
+// value is closed exactly once, by the flush that writes it or by release.
+type replyBuffer struct {
+	conn    net.Conn       // what a flush writes to (writev where it is a TCP connection)
+	written *atomic.Uint64 // bytes_written
+	buf     []byte
+	held    []heldValue
+	iov     net.Buffers // reused by flushes
+	err     error       // the first write error: later writes fail with it
+}
+
+// buffersWriter is a connection wrapper that can hand a net.Buffers to the connection it wraps
+// (netlimit's), so that it goes out in one writev.
+type buffersWriter interface {
+	WriteBuffers(b *net.Buffers) (int64, error)
+}
+
+type heldValue struct {
+	at int
+	p  []byte
+	c  io.Closer
+}
+
+// replyBufferSize is the bytes a replyBuffer gathers before it flushes on its own; maxHeld the
+// values it holds before it does (a writev takes at most 1024 pieces).
+const (
+	replyBufferSize = 16 << 10
+	maxHeld         = 256
+)
+
+func newReplyBuffer(conn net.Conn, written *atomic.Uint64) *replyBuffer {
+	return &replyBuffer{conn: conn, written: written, buf: make([]byte, 0, replyBufferSize)}
+}
+
+func (b *replyBuffer) Write(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(b.buf)+len(p) > cap(b.buf) {
+		if err := b.Flush(); err != nil {
+			return 0, err
+		}
+		if len(p) > cap(b.buf) {
+			n, err := b.conn.Write(p)
+			b.written.Add(uint64(n))
+			if err != nil {
+				b.err = err
+			}
+			return n, err
+		}
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *replyBuffer) WriteString(s string) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(b.buf)+len(s) > cap(b.buf) {
+		return b.Write([]byte(s))
+	}
+	b.buf = append(b.buf, s...)
+	return len(s), nil
+}
+
+// Hold writes p at this point of the answer without copying it: p must stay as it is until the
+// flush that writes it, which then closes c (as release does, should no flush come). It
+// implements store.Holder.
+func (b *replyBuffer) Hold(p []byte, c io.Closer) {
+	b.held = append(b.held, heldValue{at: len(b.buf), p: p, c: c})
+	if len(b.held) >= maxHeld {
+		b.Flush()
+	}
+}
+
+// Flush writes what was gathered, with one writev when values are held, and closes their
+// holders.
+func (b *replyBuffer) Flush() error {
+	if len(b.held) == 0 {
+		if len(b.buf) == 0 || b.err != nil {
+			return b.err
+		}
+		n, err := b.conn.Write(b.buf)
+		b.written.Add(uint64(n))
+		b.buf = b.buf[:0]
+		if err != nil {
+			b.err = err
+		}
+		return err
+	}
+	iov, prev := b.iov[:0], 0
+	for _, h := range b.held {
+		if h.at > prev {
+			iov = append(iov, b.buf[prev:h.at])
+			prev = h.at
+		}
+		iov = append(iov, h.p)
+	}
+	if len(b.buf) > prev {
+		iov = append(iov, b.buf[prev:])
+	}
+	b.iov = iov
+	var err error
+	if b.err == nil {
+		pieces := iov // WriteTo consumes its receiver
+		var n int64
+		if bw, ok := b.conn.(buffersWriter); ok {
+			n, err = bw.WriteBuffers(&pieces)
+		} else {
+			n, err = pieces.WriteTo(b.conn)
+		}
+		b.written.Add(uint64(n))
+		if err != nil {
+			b.err = err
+		}
+	}
+	clear(b.iov) // no reference to the values outlives their holders
+	b.release()
+	b.buf = b.buf[:0]
+	if err == nil {
+		err = b.err
+	}
+	return err
+}
+
+// release closes the holders of values not written (the connection is done), or written.
+func (b *replyBuffer) release() {
+	for i := range b.held {
+		b.held[i].c.Close()
+		b.held[i] = heldValue{}
+	}
+	b.held = b.held[:0]
+}
+
+// errClosedReply is what writes to a replyBuffer get after close.
+var errClosedReply = errors.New("memcache: connection closed")
+
+// close releases what is still held; later writes fail.
+func (b *replyBuffer) close() {
+	b.release()
+	if b.err == nil {
+		b.err = errClosedReply
+	}
+}
