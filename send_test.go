@@ -73,15 +73,19 @@ func TestOpenSendsFromTheFile(t *testing.T) {
 		size     int
 		drain    bool
 		wantSent bool
+		pressure bool // the read route sees the data as not fitting in RAM
 	}{
-		{"100KiB", nil, 100 << 10, true, true},
-		// Not in the page cache (written with O_DIRECT): the hit's route reads it from the
-		// device, which is cheaper than having the page cache fill.
-		{"3MiB", nil, 3 << 20, true, false},
-		{"3MiB-buffered-reads", []Option{WithBufferedReads(true)}, 3 << 20, true, true},
-		{"small", nil, OpenHead, true, false},
-		{"verify-on-read", []Option{WithVerifyOnRead(true)}, 100 << 10, true, false},
-		{"in-the-write-buffer", nil, 100 << 10, false, false},
+		{"100KiB", nil, 100 << 10, true, true, false},
+		// Not in the page cache (written with O_DIRECT), but the data fits in RAM: the hit's
+		// route fills the page cache, and the value goes from the file.
+		{"3MiB", nil, 3 << 20, true, true, false},
+		// The same when the data does not fit: the route reads it from the device, which is
+		// cheaper than having the page cache fill, into memory.
+		{"3MiB-pressure", nil, 3 << 20, true, false, true},
+		{"3MiB-buffered-reads", []Option{WithBufferedReads(true)}, 3 << 20, true, true, true},
+		{"small", nil, OpenHead, true, false, false},
+		{"verify-on-read", []Option{WithVerifyOnRead(true)}, 100 << 10, true, false, false},
+		{"in-the-write-buffer", nil, 100 << 10, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(t.TempDir(), tc.opts...)
@@ -95,6 +99,9 @@ func TestOpenSendsFromTheFile(t *testing.T) {
 			}
 			if tc.drain {
 				c.Drain()
+			}
+			if tc.pressure {
+				c.fills.evicted.Store(1)
 			}
 			r, ok := c.Open([]byte("k"))
 			if !ok {

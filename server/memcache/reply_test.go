@@ -175,7 +175,12 @@ func TestGetHeldValues(t *testing.T) {
 	if st := e.c.Stats(); st.MemoryHits < uint64(2*2*(len(sizes)-1)) {
 		t.Fatalf("%d hits from the memory tier: the test did not read from it", st.MemoryHits)
 	}
-	// bytes_written counts the held values too (the mn's answer before them is not counted here).
+	// bytes_written counts the held values too (the mn's answer before them is not counted
+	// here). The server counts a write once it returned, which may be after the client read it.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.srv.stats.bytesWritten.Load()-before < uint64(want.Len()) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := e.srv.stats.bytesWritten.Load() - before; n != uint64(want.Len()) {
 		t.Fatalf("bytes_written grew by %d, the answers are %d bytes", n, want.Len())
 	}
