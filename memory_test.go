@@ -463,3 +463,51 @@ func TestReaderBuffered(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryOnWriteDamageAfter: a value that entered the memory tier as it was written is served
+// from memory with the bytes written, whatever happens to its record on disk afterwards: a
+// flipped byte there is never returned while the tier holds the value, and once the tier lets it
+// go, the disk's copy is checked as any other (a miss with VerifyOnRead, never wrong bytes).
+func TestMemoryOnWriteDamageAfter(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, small(WithVerifyOnRead(true), WithMemorySize(64<<20), WithMemoryAdmission(MemoryOnWrite))...)
+	defer c.Close()
+	v := value("k", 0, 4<<10)
+	if err := c.Put([]byte("k"), v); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	seg := filepath.Join(dir, segDir, segment.FileName(1))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, h := findRecord(t, b, "k")
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := off + h.ValueOffset() + 100
+	if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for range 3 {
+		before := c.Stats().MemoryHits
+		got, _, ok := readBlob(t, c, "k")
+		if !ok || !bytes.Equal(got, v) || c.Stats().MemoryHits != before+1 {
+			t.Fatalf("from memory after the disk's copy was damaged: hit %v, the bytes written %v", ok, bytes.Equal(got, v))
+		}
+	}
+	// The tier lets it go (a new cache: the tier starts empty): the disk's copy is checked.
+	c.Close()
+	c = open(t, dir, small(WithVerifyOnRead(true), WithMemorySize(64<<20), WithMemoryAdmission(MemoryOnWrite))...)
+	r, ok := c.Get([]byte("k"))
+	if ok {
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err == nil || bytes.Equal(got, v) && err == nil {
+			t.Fatalf("the damaged record read back without an error: %d bytes, %v", len(got), err)
+		}
+	}
+}
