@@ -336,21 +336,7 @@ func TestMemoryTierChecksOnEntry(t *testing.T) {
 			if got, _, ok := readBlob(t, c, "k"); !ok || !bytes.Equal(got, v) {
 				t.Fatal("first read")
 			}
-			seg := filepath.Join(dir, segDir, segment.FileName(1))
-			b, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off, h := findRecord(t, b, "k")
-			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			at := off + h.ValueOffset() + 100
-			if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
+			flipValueBit(t, dir, "k", 100)
 			for i := range 3 {
 				r, ok := c.Get([]byte("k"))
 				if !ok {
@@ -477,21 +463,7 @@ func TestMemoryOnWriteDamageAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Drain()
-	seg := filepath.Join(dir, segDir, segment.FileName(1))
-	b, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, h := findRecord(t, b, "k")
-	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := off + h.ValueOffset() + 100
-	if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	flipValueBit(t, dir, "k", 100)
 	for range 3 {
 		before := c.Stats().MemoryHits
 		got, _, ok := readBlob(t, c, "k")
@@ -509,5 +481,25 @@ func TestMemoryOnWriteDamageAfter(t *testing.T) {
 		if err == nil || bytes.Equal(got, v) && err == nil {
 			t.Fatalf("the damaged record read back without an error: %d bytes, %v", len(got), err)
 		}
+	}
+}
+
+// flipValueBit flips a bit of byte at of key's value in the first segment of the cache in dir.
+func flipValueBit(t *testing.T, dir, key string, at int64) {
+	t.Helper()
+	seg := filepath.Join(dir, segDir, segment.FileName(1))
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, h := findRecord(t, b, key)
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at += off + h.ValueOffset()
+	if _, err := f.WriteAt([]byte{b[at] ^ 0x08}, at); err != nil {
+		t.Fatal(err)
 	}
 }

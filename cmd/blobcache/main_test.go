@@ -491,18 +491,8 @@ func TestVerifyNotBlobCache(t *testing.T) {
 // TestBinary builds the command and runs the README's first command sequence through it, then
 // checks the exit statuses main turns run's errors into.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command in PATH")
-	}
-	exe := filepath.Join(t.TempDir(), "blobcache")
-	if out, err := exec.Command(goTool, "build", "-o", exe, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	exe := buildBinary(t)
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BLOBCACHE_DIR=") {
