@@ -27,7 +27,8 @@ import (
 // whole value, no larger than the tier allows (memtier.MaxEntryShare), while entering pays
 // (memoryGate), and checked against the record's CRC-32C as it enters: a value that fails the
 // check is damage, counted, and the read is a miss. Values are checked once; a hit from memory
-// makes no other pass over them.
+// makes no other pass over them. With MemoryOnWrite a value also enters as its batch is
+// committed (admitWritten), from the batch's bytes, before the index names its record's place.
 
 // memTag is the tier's tag of the record at loc: its place, unique among the process's records.
 func memTag(loc index.Loc) uint64 { return uint64(loc.Segment)<<32 | uint64(loc.Offset) }
