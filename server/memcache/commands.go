@@ -124,7 +124,7 @@ func (c *conn) command() error {
 	if err != nil {
 		result = "closed"
 	}
-	c.s.cfg.Metrics.Request("memcache", op, result, time.Since(start))
+	c.requestMetric(op, result).Observe(time.Since(start))
 	return err
 }
 

@@ -222,6 +222,9 @@ type conn struct {
 	may    []bool   // reused by multi-gets (MayHold)
 	quiet  bool     // the command asked for noreply: nothing of its answer is written
 	carry  []byte   // a token cut by a read-buffer boundary (longLine), reused
+	// reqMetrics are the request series this connection has recorded, by operation and result,
+	// resolved once each (metrics.RequestMetric).
+	reqMetrics map[requestKind]metrics.RequestMetric
 
 	mu struct {
 		sync.Mutex
@@ -486,4 +489,22 @@ func (c *conn) lingerClose() {
 	tc.CloseWrite()
 	c.nc.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
 	io.CopyN(io.Discard, c.nc, 1<<20)
+}
+
+// requestKind is a request's operation and result, the labels of its series.
+type requestKind struct{ op, result string }
+
+// requestMetric returns the series of requests of op with result, resolved the first time this
+// connection records one.
+func (c *conn) requestMetric(op, result string) metrics.RequestMetric {
+	k := requestKind{op, result}
+	m, ok := c.reqMetrics[k]
+	if !ok {
+		if c.reqMetrics == nil {
+			c.reqMetrics = make(map[requestKind]metrics.RequestMetric)
+		}
+		m = c.s.cfg.Metrics.RequestMetric("memcache", op, result)
+		c.reqMetrics[k] = m
+	}
+	return m
 }

@@ -19,6 +19,8 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	getSeconds     *prometheus.HistogramVec
+	getHit         prometheus.Observer // getSeconds' series, resolved once
+	getMiss        prometheus.Observer
 	putSeconds     prometheus.Histogram
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
@@ -75,9 +77,7 @@ func New(src StatsSource) *Metrics {
 	}
 	// Every documented series of the vectors whose labels are known up front exists from the
 	// start, at zero, so a dashboard or an alert sees 0 rather than no data.
-	for _, r := range []string{"hit", "miss"} {
-		m.getSeconds.WithLabelValues(r)
-	}
+	m.getHit, m.getMiss = m.getSeconds.WithLabelValues("hit"), m.getSeconds.WithLabelValues("miss")
 	for _, proto := range []string{"http", "memcache"} {
 		m.connections.WithLabelValues(proto)
 		m.rejectedConns.WithLabelValues(proto)
@@ -104,11 +104,11 @@ func (m *Metrics) ObserveGet(d time.Duration, hit bool) {
 	if m == nil {
 		return
 	}
-	r := "miss"
 	if hit {
-		r = "hit"
+		m.getHit.Observe(d.Seconds())
+	} else {
+		m.getMiss.Observe(d.Seconds())
 	}
-	m.getSeconds.WithLabelValues(r).Observe(d.Seconds())
 }
 
 // ObservePut records the time of one cache Put.
@@ -120,11 +120,32 @@ func (m *Metrics) ObservePut(d time.Duration) {
 
 // Request records one answered request.
 func (m *Metrics) Request(proto, op, result string, d time.Duration) {
+	m.RequestMetric(proto, op, result).Observe(d)
+}
+
+// RequestMetric is the series of one kind of request (protocol, operation and result), resolved
+// once: a connection that keeps it records each request without looking its labels up again.
+// Its zero value (from nil Metrics) records nothing.
+type RequestMetric struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// RequestMetric returns the series of requests of proto, op and result.
+func (m *Metrics) RequestMetric(proto, op, result string) RequestMetric {
 	if m == nil {
+		return RequestMetric{}
+	}
+	return RequestMetric{m.requests.WithLabelValues(proto, op, result), m.requestSeconds.WithLabelValues(proto, op)}
+}
+
+// Observe records one request that took d.
+func (r RequestMetric) Observe(d time.Duration) {
+	if r.count == nil {
 		return
 	}
-	m.requests.WithLabelValues(proto, op, result).Inc()
-	m.requestSeconds.WithLabelValues(proto, op).Observe(d.Seconds())
+	r.count.Inc()
+	r.duration.Observe(d.Seconds())
 }
 
 // ConnOpened and ConnClosed track open connections.
