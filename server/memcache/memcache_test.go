@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,5 +309,73 @@ func TestCorruptValueNeverServed(t *testing.T) {
 	}
 	if it, err := mc.Get("fine"); err != nil || string(it.Value) != "fine" {
 		t.Fatalf("fine: %v %v", it, err)
+	}
+}
+
+// TestTimeoutsPerCommand: the timeout sweep measures ReadTimeout from each command's start, not
+// the connection's: commands that each take little keep a connection alive for many times the
+// limit; a command whose answer takes longer than ReadTimeout to write (but not WriteTimeout)
+// leaves the connection usable; an answer its client does not read is cut off after
+// WriteTimeout and the connection closed.
+func TestTimeoutsPerCommand(t *testing.T) {
+	e := newEnv(t, Config{ReadTimeout: 60 * time.Millisecond, WriteTimeout: 3 * time.Second, IdleTimeout: time.Minute})
+	big := strings.Repeat("v", 8<<20)
+	if err := e.client().Set(&gomemcache.Item{Key: "big", Value: []byte(big)}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.dial()
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	end := time.Now().Add(300 * time.Millisecond) // five times ReadTimeout
+	for time.Now().Before(end) {
+		io.WriteString(c, "version\r\n")
+		if line, err := br.ReadString('\n'); line != "VERSION test\r\n" {
+			t.Fatalf("after %v of quick commands: %q, %v", 300*time.Millisecond-time.Until(end), line, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A command after an idle wait longer than ReadTimeout: its time counts from its first byte.
+	for range 3 {
+		time.Sleep(120 * time.Millisecond)
+		io.WriteString(c, "set k 0 0 5\r\n")
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(c, "hello\r\n")
+		if line, err := br.ReadString('\n'); line != "STORED\r\n" {
+			t.Fatalf("a set sent after an idle wait: %q, %v", line, err)
+		}
+	}
+	// A slow reader of a large answer: the write outlasts ReadTimeout.
+	io.WriteString(c, "get big\r\n")
+	time.Sleep(300 * time.Millisecond)
+	want := "VALUE big 0 8388608\r\n" + big + "\r\nEND\r\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+		t.Fatalf("the slow reader's answer: %v, equal %v", err, string(got) == want)
+	}
+	io.WriteString(c, "version\r\n")
+	if line, err := br.ReadString('\n'); line != "VERSION test\r\n" {
+		t.Fatalf("after an answer that took longer than ReadTimeout to write: %q, %v", line, err)
+	}
+
+	// A client that never reads: cut off after WriteTimeout.
+	e2 := newEnv(t, Config{WriteTimeout: 150 * time.Millisecond})
+	if err := e2.client().Set(&gomemcache.Item{Key: "big", Value: []byte(big)}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{}, 1)
+	e2.srv.testHooks.connClosed = func() { closed <- struct{}{} }
+	c2 := e2.dial()
+	defer c2.Close()
+	if tc, ok := c2.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	for range 4 {
+		io.WriteString(c2, "get big\r\n")
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection whose client reads nothing was not closed after WriteTimeout")
 	}
 }

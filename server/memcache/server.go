@@ -74,6 +74,8 @@ type Server struct {
 	// closing is set once, under mu, by Shutdown; read by anyone without a lock.
 	closing atomic.Bool
 
+	sweepOnce sync.Once // starts the timeout sweep (timeouts.go) with the first Serve
+
 	// testHooks are set by tests before Serve.
 	testHooks struct {
 		command    func(name string) // a command line was read
@@ -141,6 +143,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.mu.listeners[l] = struct{}{}
 	s.mu.Unlock()
+	s.sweepOnce.Do(func() { go s.sweep() })
 	defer func() {
 		s.mu.Lock()
 		delete(s.mu.listeners, l)
@@ -226,9 +229,16 @@ type conn struct {
 	// resolved once each (metrics.RequestMetric).
 	reqMetrics map[requestKind]metrics.RequestMetric
 
+	// mu guards the connection's phase, which the timeout sweep (timeouts.go) reads: idle
+	// (waiting for a command) or running one, since when, and which of the connection's
+	// deadlines the sweep has moved into the past.
 	mu struct {
 		sync.Mutex
-		idle bool // waiting for the next command: Shutdown may close it
+		idle  bool      // waiting for the next command: Shutdown may close it
+		since time.Time // when the wait or the command began
+		// readExpired and writeExpired: the sweep expired the deadline (the command ran past
+		// ReadTimeout or WriteTimeout); kicked: it woke an idle wait past IdleTimeout.
+		readExpired, writeExpired, kicked bool
 	}
 }
 
@@ -289,9 +299,6 @@ func (c *conn) serve() {
 		if !c.waitCommand() {
 			return
 		}
-		now := time.Now()
-		c.nc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
-		c.nc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
 		err := c.command()
 		if err == nil && c.r.Buffered() == 0 {
 			err = c.w.Flush()
@@ -316,8 +323,15 @@ func isNetErr(err error) bool {
 
 // waitCommand waits for the first byte of the next command, up to the idle timeout. It
 // returns false when the connection should end.
+// The connection's time limits (ReadTimeout and WriteTimeout from a command's start,
+// IdleTimeout while waiting for one) are kept by the server's timeout sweep (timeouts.go), which
+// moves a deadline into the past once its limit has passed, rather than by deadlines set at
+// every command: a busy connection then arms no timer per request.
 func (c *conn) waitCommand() bool {
 	if c.r.Buffered() > 0 {
+		c.mu.Lock()
+		c.beginCommand(time.Now())
+		c.mu.Unlock()
 		return !c.s.closing.Load()
 	}
 	// Checked under c.mu: Shutdown sets closing before it wakes idle connections under
@@ -327,19 +341,30 @@ func (c *conn) waitCommand() bool {
 		c.mu.Unlock()
 		return false
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
-	c.mu.idle = true
+	if c.mu.readExpired {
+		// The last command ran past ReadTimeout but finished (its answer was being written):
+		// the wait for the next one gets a live read deadline again.
+		c.nc.SetReadDeadline(time.Time{})
+		c.mu.readExpired = false
+	}
+	c.mu.idle, c.mu.since = true, time.Now()
 	c.mu.Unlock()
 	_, err := c.r.Peek(1)
 	c.mu.Lock()
 	c.mu.idle = false
+	kicked := c.mu.kicked
+	c.beginCommand(time.Now())
 	c.mu.Unlock()
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() && !c.s.closing.Load() {
+	if errors.As(err, &ne) && ne.Timeout() && kicked && !c.s.closing.Load() {
 		c.s.stats.idleKicks.Add(1)
 	}
 	return err == nil
 }
+
+// beginCommand notes that a command starts at now: the sweep measures ReadTimeout and
+// WriteTimeout from it. The caller holds c.mu.
+func (c *conn) beginCommand(now time.Time) { c.mu.since = now }
 
 // readLine returns the next command line without its line ending ("\r\n", or "\n" alone as
 // memcached allows). The slice is valid until the next read. A line longer than the read
