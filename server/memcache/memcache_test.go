@@ -318,28 +318,30 @@ func TestCorruptValueNeverServed(t *testing.T) {
 // leaves the connection usable; an answer its client does not read is cut off after
 // WriteTimeout and the connection closed.
 func TestTimeoutsPerCommand(t *testing.T) {
-	e := newEnv(t, Config{ReadTimeout: 60 * time.Millisecond, WriteTimeout: 3 * time.Second, IdleTimeout: time.Minute})
+	// Limits wide enough that a loaded machine under the race detector keeps them.
+	const readTimeout = 300 * time.Millisecond
+	e := newEnv(t, Config{ReadTimeout: readTimeout, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute})
 	big := strings.Repeat("v", 8<<20)
 	if err := e.client().Set(&gomemcache.Item{Key: "big", Value: []byte(big)}); err != nil {
 		t.Fatal(err)
 	}
 	c := e.dial()
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.SetDeadline(time.Now().Add(60 * time.Second))
 	br := bufio.NewReader(c)
-	end := time.Now().Add(300 * time.Millisecond) // five times ReadTimeout
+	end := time.Now().Add(5 * readTimeout)
 	for time.Now().Before(end) {
 		io.WriteString(c, "version\r\n")
 		if line, err := br.ReadString('\n'); line != "VERSION test\r\n" {
-			t.Fatalf("after %v of quick commands: %q, %v", 300*time.Millisecond-time.Until(end), line, err)
+			t.Fatalf("after %v of quick commands: %q, %v", 5*readTimeout-time.Until(end), line, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A command after an idle wait longer than ReadTimeout: its time counts from its first byte.
 	for range 3 {
-		time.Sleep(120 * time.Millisecond)
+		time.Sleep(2 * readTimeout)
 		io.WriteString(c, "set k 0 0 5\r\n")
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(readTimeout / 6)
 		io.WriteString(c, "hello\r\n")
 		if line, err := br.ReadString('\n'); line != "STORED\r\n" {
 			t.Fatalf("a set sent after an idle wait: %q, %v", line, err)
@@ -347,7 +349,7 @@ func TestTimeoutsPerCommand(t *testing.T) {
 	}
 	// A slow reader of a large answer: the write outlasts ReadTimeout.
 	io.WriteString(c, "get big\r\n")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(3 * readTimeout)
 	want := "VALUE big 0 8388608\r\n" + big + "\r\nEND\r\n"
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
