@@ -1,0 +1,82 @@
+#!/bin/bash
+# http_compare.sh: HTTP GET of random stored blobs, blobcache serve against nginx serving the same
+# bytes as static files (sendfile on), through the same load generator (wrk, 2 threads, 32
+# connections), one server at a time. Prints a line per cell: requests/s and the p99 latency.
+#
+#   bash bench/scripts/http_compare.sh SIZE KEYS SECONDS [ROUNDS]
+#
+# blobcache serve runs with $SERVE_FLAGS (e.g. "--memory 4G"); its blobs are PUT once before the
+# rounds, nginx's files written once. Needs nginx (Debian nginx-light) and wrk.
+set -euo pipefail
+size=$1 keys=$2 secs=$3 rounds=${4:-3}
+work=${WORK:-/var/tmp/httpcmp}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bcport=22280 ngport=22281
+rm -rf "$work" && mkdir -p "$work/files" "$work/data" "$work/nginx"
+(cd "$root" && go build -o "$work/blobcache" ./cmd/blobcache)
+python3 - "$work/files" "$keys" "$size" <<'PY'
+import os, sys
+d, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    with open(os.path.join(d, f"key-{i}"), "wb") as f:
+        f.write(os.urandom(size))
+PY
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 2;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$ngport; root $work/files; }
+}
+CONF
+lua() { # path prefix -> a wrk script asking for random keys under it
+  cat > "$work/get.lua" <<LUA
+math.randomseed(os.time())
+request = function()
+  return wrk.format("GET", "$1" .. math.random(0, $keys - 1))
+end
+LUA
+}
+start_blobcache() {
+  "$work/blobcache" serve --dir "$work/data" --http 127.0.0.1:$bcport --memcache "" --log-level warn ${SERVE_FLAGS:-} >> "$work/serve.log" 2>&1 &
+  bcpid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$bcport/healthz" > /dev/null && return; sleep 0.1; done
+  echo "blobcache did not start" >&2; exit 1
+}
+# Load blobcache once, over one keep-alive connection.
+start_blobcache
+python3 - "$work/files" "$keys" "$bcport" <<'PY'
+import http.client, os, sys
+d, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port)
+for i in range(n):
+    with open(os.path.join(d, f"key-{i}"), "rb") as f:
+        body = f.read()
+    c.request("PUT", f"/v1/blobs/key-{i}", body)
+    r = c.getresponse(); r.read()
+    if r.status >= 300:
+        sys.exit(f"PUT key-{i}: {r.status}")
+PY
+kill $bcpid; wait $bcpid 2> /dev/null || true
+run() { # name base-url path-prefix
+  lua "$3"
+  out=$(wrk -t 2 -c 32 -d "${secs}s" --latency -s "$work/get.lua" "$2" 2>&1)
+  rps=$(echo "$out" | awk '/^Requests\/sec/ {print $2}')
+  p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
+  errs=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+  echo "$1 size=$size keys=$keys req/s=$rps p99=$p99 non2xx=${errs:-0}"
+}
+for r in $(seq "$rounds"); do
+  start_blobcache
+  run blobcache "http://127.0.0.1:$bcport" /v1/blobs/key-
+  kill $bcpid; wait $bcpid 2> /dev/null || true
+  nginx -c "$work/nginx/nginx.conf"
+  sleep 0.3
+  run nginx "http://127.0.0.1:$ngport" /key-
+  kill "$(cat "$work/nginx/nginx.pid")"; sleep 0.3
+done
