@@ -14,6 +14,8 @@ series = [
     ("write buffers", "write_buffer_bytes", "#2ca02c"),
     ("index + bloom filter", None, "#9467bd"),
 ]
+if rows and "memory_tier_bytes" in rows[0] and any(float(r["memory_tier_bytes"] or 0) for r in rows):
+    series.append(("memory tier", "memory_tier_bytes", "#ff7f0e"))
 
 
 def value(r, key):
