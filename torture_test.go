@@ -66,6 +66,7 @@ type tortureConfig struct {
 	DirectReads  bool
 	Verify       bool
 	SkipList     bool
+	MemoryWrite  bool          // a memory tier that values enter as they are committed (MemoryOnWrite)
 	Evict        bool          // run with a MaxSize the data outgrows
 	Probation    bool          // with Evict: four small segments, so two regions run (region.go)
 	Hog          int           // goroutines of CPU hog beside the writers (startCPUHog)
@@ -99,6 +100,9 @@ func (tc tortureConfig) options(writer bool) []Option {
 	}
 	if tc.SkipList {
 		opts = append(opts, WithIndex(IndexSkipList))
+	}
+	if tc.MemoryWrite {
+		opts = append(opts, WithMemorySize(1<<20), WithMemoryAdmission(MemoryOnWrite))
 	}
 	if tc.Evict && writer {
 		switch {
@@ -381,6 +385,7 @@ func runTorture(t *testing.T, perBlob bool) {
 			DirectReads:  rng.IntN(4) == 0,
 			Verify:       rng.IntN(2) == 0,
 			SkipList:     rng.IntN(4) == 0,
+			MemoryWrite:  rng.IntN(3) == 0,
 			Evict:        cycle%3 == 2,
 			Probation:    cycle%6 == 5,
 			Stall:        *watchdogStall,

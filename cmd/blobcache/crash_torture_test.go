@@ -57,7 +57,13 @@ func TestServerCrashTorture(t *testing.T) {
 	hist := newTortureHistory(clients * keysPer)
 	var acked, older, undeleted, damaged, misses, hits int
 	for cycle := range *serverTortureCycles {
-		srv := startServeProcess(t, exe, nil, dir)
+		// Every other cycle with a memory tier that values enter as they are written, so that
+		// reads are answered from it by reference (reply.go) while the server is killed.
+		var flags []string
+		if cycle%2 == 1 {
+			flags = []string{"--memory", "64M"}
+		}
+		srv := startServeProcess(t, exe, nil, dir, flags...)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for c := range clients {
@@ -73,8 +79,12 @@ func TestServerCrashTorture(t *testing.T) {
 		close(stop)
 		wg.Wait()
 
+		for _, m := range hist.takeLive() {
+			t.Errorf("cycle %d, while the server ran: %s", cycle, m)
+		}
+
 		// Restart and read every key back.
-		srv = startServeProcess(t, exe, nil, dir)
+		srv = startServeProcess(t, exe, nil, dir, flags...)
 		mc := memcache.New(srv.mc)
 		for k := range clients * keysPer {
 			key := tortureKey(k)
@@ -198,6 +208,25 @@ type tortureHistory struct {
 	last     []tortureState   // acknowledged (or read back after the last kill)
 	inFlight [][]tortureState // sent since, without an acknowledgement
 	acked    int
+	live     []string // reads while the server ran that did not give the acknowledged state
+}
+
+// liveRead checks a read of key k made right after its writer's acknowledgement, with no
+// restart between: it must give exactly the acknowledged state.
+func (h *tortureHistory) liveRead(k int, key string, got tortureState, damaged bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if damaged || got != h.last[k] {
+		h.live = append(h.live, fmt.Sprintf("%s read as %+v (damaged: %v) right after %+v was acknowledged", key, got, damaged, h.last[k]))
+	}
+}
+
+func (h *tortureHistory) takeLive() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.live
+	h.live = nil
+	return l
 }
 
 func newTortureHistory(n int) *tortureHistory {
@@ -341,5 +370,24 @@ func runTortureClient(c, n int, srv serveProcess, h *tortureHistory, seed uint64
 			return // the server is dead (or refused: not acknowledged either way)
 		}
 		h.ack(k, state)
+		if mc != nil && rng.IntN(2) == 0 {
+			// Read it back at once through the memcached protocol: the key has no other writer.
+			it, err := mc.Get(key)
+			var got tortureState
+			damaged := false
+			switch {
+			case errors.Is(err, memcache.ErrCacheMiss):
+			case err != nil:
+				var ne net.Error
+				if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.ECONNREFUSED) {
+					h.liveRead(k, key+" ("+err.Error()+")", tortureState{present: true}, true)
+				}
+				return // the server is dead, or its answer was not memcached's
+			default:
+				s, ok := decodeTortureValue(key, it.Value)
+				got, damaged = tortureState{present: true, seq: s}, !ok
+			}
+			h.liveRead(k, key, got, damaged)
+		}
 	}
 }
