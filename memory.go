@@ -173,23 +173,15 @@ func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bo
 
 // admitWritten puts the value of record i of batch b, committed at loc, in the memory tier
 // (MemoryOnWrite). A record the batch holds in one piece is copied once, into the tier; one
-// that spans its chunks is first gathered in a pooled buffer.
+// that spans its chunks is first gathered (batch.RecordBytes).
 func (c *Cache) admitWritten(b *batch.Batch, i int, h uint64, loc index.Loc) {
 	e := b.Entries()[i]
 	if !c.mem.Fits(int64(e.Length) + memtier.EntryOverhead) {
 		c.mem.NoteDeclined()
 		return
 	}
-	parts := b.Record(i)
-	rec := parts[0]
-	if len(parts) > 1 {
-		buf := getBuf(int(e.Length))
-		defer putBuf(buf)
-		rec = (*buf)[:0]
-		for _, p := range parts {
-			rec = append(rec, p...)
-		}
-	}
+	rec := b.RecordBytes(i, nil) // a copy only for a record across the batch's chunks
+
 	hdr, key, err := record.Decode(rec)
 	if err != nil {
 		return // the batch's own bytes: not reached; the value enters on its second hit instead

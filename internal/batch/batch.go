@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -385,6 +386,23 @@ func (b *Batch) ForEachHash(fn func(h uint64)) {
 	for i := range b.entries {
 		fn(b.entries[i].Hash)
 	}
+}
+
+// RecordBytes returns the bytes of entry i (header, key, value and attributes) in one slice: a
+// slice of the stream when the record lies in one chunk (valid until Reset), else a copy in
+// scratch, grown as needed.
+func (b *Batch) RecordBytes(i int, scratch []byte) []byte {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e := b.entries[i]
+	off, n := int64(e.Offset), int64(e.Length)
+	j := sort.Search(len(b.offs), func(j int) bool { return b.offs[j] > off }) - 1
+	if p := b.bufs[j][off-b.offs[j]:]; int64(len(p)) >= n {
+		return p[:n:n]
+	}
+	scratch = slices.Grow(scratch[:0], int(n))[:n]
+	b.copyAt(scratch, off)
+	return scratch
 }
 
 // Record returns the bytes of entry i (header, key and value) as slices of the stream, for
