@@ -381,3 +381,29 @@ func TestTimeoutsPerCommand(t *testing.T) {
 		t.Fatal("a connection whose client reads nothing was not closed after WriteTimeout")
 	}
 }
+
+// TestTimeoutsPipelined: a command pipelined behind one that ran longer than ReadTimeout still
+// gets its own ReadTimeout, as one sent after a wait does.
+func TestTimeoutsPipelined(t *testing.T) {
+	const readTimeout = 200 * time.Millisecond
+	e := newEnv(t, Config{ReadTimeout: readTimeout, WriteTimeout: 10 * time.Second})
+	e.srv.testHooks.command = func(name string) {
+		if name == "version" {
+			time.Sleep(2 * readTimeout) // a command that outruns ReadTimeout without reading
+		}
+	}
+	c := e.dial()
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	// The set is in the server's buffer behind the slow command; its data block comes later.
+	// (The server answers both once its input runs dry, so the data goes first.)
+	io.WriteString(c, "version\r\nset k 0 0 5\r\n")
+	time.Sleep(2*readTimeout + readTimeout/4) // the set has begun, a little while ago
+	io.WriteString(c, "hello\r\n")
+	want := "VERSION test\r\nSTORED\r\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+		t.Fatalf("a set pipelined behind a slow command: %q, %v", got, err)
+	}
+}

@@ -328,24 +328,23 @@ func isNetErr(err error) bool {
 // moves a deadline into the past once its limit has passed, rather than by deadlines set at
 // every command: a busy connection then arms no timer per request.
 func (c *conn) waitCommand() bool {
+	c.mu.Lock()
+	if c.mu.readExpired {
+		// The last command ran past ReadTimeout but finished (its answer was being written):
+		// the next one, pipelined or waited for, gets a live read deadline again.
+		c.nc.SetReadDeadline(time.Time{})
+		c.mu.readExpired = false
+	}
 	if c.r.Buffered() > 0 {
-		c.mu.Lock()
 		c.beginCommand(time.Now())
 		c.mu.Unlock()
 		return !c.s.closing.Load()
 	}
 	// Checked under c.mu: Shutdown sets closing before it wakes idle connections under
 	// their mu, so either this sees closing or Shutdown sees idle.
-	c.mu.Lock()
 	if c.s.closing.Load() {
 		c.mu.Unlock()
 		return false
-	}
-	if c.mu.readExpired {
-		// The last command ran past ReadTimeout but finished (its answer was being written):
-		// the wait for the next one gets a live read deadline again.
-		c.nc.SetReadDeadline(time.Time{})
-		c.mu.readExpired = false
 	}
 	c.mu.idle, c.mu.since = true, time.Now()
 	c.mu.Unlock()
