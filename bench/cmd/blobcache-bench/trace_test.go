@@ -16,22 +16,9 @@ func TestTraceRun(t *testing.T) {
 	saved := filepath.Join(dir, "z.bin")
 	runJSON := func(args ...string) traceReport {
 		t.Helper()
-		out := filepath.Join(dir, "r.json")
-		stdout := captureStdout(t, func() {
-			if err := run(append([]string{"trace", "-dir", dir, "-json", out, "-cache", "4MiB,0.5", "-policy", "fifo"}, args...)); err != nil {
-				t.Fatal(err)
-			}
-		})
+		rep, stdout := traceJSON(t, dir, append([]string{"-cache", "4MiB,0.5", "-policy", "fifo"}, args...)...)
 		if !strings.Contains(stdout, "| miss ratio |") {
 			t.Errorf("no table:\n%s", stdout)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep traceReport
-		if err := json.Unmarshal(b, &rep); err != nil {
-			t.Fatal(err)
 		}
 		return rep
 	}
@@ -59,23 +46,10 @@ func TestTraceRun(t *testing.T) {
 // JSON has a memory column or field.
 func TestTraceMemory(t *testing.T) {
 	dir := t.TempDir()
-	out := filepath.Join(dir, "r.json")
-	zipf := []string{"trace", "-dir", dir, "-json", out, "-zipf", "0.9", "-objects", "3000", "-requests", "30000", "-size", "2048", "-cache", "0.25", "-policy", "fifo"}
-	stdout := captureStdout(t, func() {
-		if err := run(append(zipf, "-memory", "0,0.1")); err != nil {
-			t.Fatal(err)
-		}
-	})
+	zipf := []string{"-zipf", "0.9", "-objects", "3000", "-requests", "30000", "-size", "2048", "-cache", "0.25", "-policy", "fifo"}
+	rep, stdout := traceJSON(t, dir, append(zipf, "-memory", "0,0.1")...)
 	if !strings.Contains(stdout, "| memory hits / hits |") {
 		t.Errorf("no memory columns:\n%s", stdout)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep traceReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
 	}
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(rep.Runs))
@@ -98,15 +72,12 @@ func TestTraceMemory(t *testing.T) {
 			with.Misses, with.MissRatio, with.FlushedBytes, without.Misses, without.MissRatio, without.FlushedBytes)
 	}
 
-	stdout = captureStdout(t, func() {
-		if err := run(zipf); err != nil {
-			t.Fatal(err)
-		}
-	})
+	_, stdout = traceJSON(t, dir, zipf...)
 	if strings.Contains(stdout, "memory") {
 		t.Errorf("a memory column without -memory:\n%s", stdout)
 	}
-	if b, err = os.ReadFile(out); err != nil {
+	b, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(b), "memory") {
@@ -148,4 +119,24 @@ func TestParseCacheSize(t *testing.T) {
 			t.Errorf("%q: %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// traceJSON runs "trace" with args in dir and returns its JSON report and what it printed.
+func traceJSON(t *testing.T, dir string, args ...string) (traceReport, string) {
+	t.Helper()
+	out := filepath.Join(dir, "r.json")
+	stdout := captureStdout(t, func() {
+		if err := run(append([]string{"trace", "-dir", dir, "-json", out}, args...)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep traceReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, stdout
 }
