@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/bloom"
 	"github.com/seed57392e9e/blobcache/internal/cachedir"
+	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/intent"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
@@ -55,8 +56,9 @@ type Cache struct {
 	// keep is what the cache keeps (internal/policy decides; policy.go); rs copies the records
 	// worth keeping when eviction reinserts (reinsert.go), nil otherwise.
 	keep    *policy.Policy
-	mem     *memtier.Tier // the memory tier (memory.go); nil without MemorySize
-	intents *intent.Log   // the intent log (intents.go); nil for a read-only cache
+	mem     *memtier.Tier     // the memory tier (memory.go); nil without MemorySize
+	comp    *codec.Compressor // compresses values (compress.go); nil without Compression
+	intents *intent.Log       // the intent log (intents.go); nil for a read-only cache
 	memGate memoryGate
 	rs      *reinserter
 	closed  atomic.Bool
@@ -117,6 +119,13 @@ func New(path string, opts ...Option) (*Cache, error) {
 	c.keep = newPolicy(&o)
 	if o.MemorySize > 0 {
 		c.mem = memtier.New(o.MemorySize)
+	}
+	if o.Compression != CompressionNone {
+		var err error
+		if c.comp, err = codec.NewCompressor(codec.Codec(o.Compression)); err != nil {
+			c.lock.Close()
+			return nil, fmt.Errorf("blobcache: %w", err)
+		}
 	}
 	switch o.Index {
 	case IndexSkipList:
@@ -202,10 +211,10 @@ func (c *Cache) openVersions() error {
 		c.stats.corrupt.Add(1)
 		c.noteCorruption(fmt.Errorf("blobcache: %w (everything stored before this open is forgotten)", damaged))
 	}
-	if c.idVersion == identityLegacyVersion && !c.opts.ReadOnly {
+	if want := c.formatVersion(); c.idVersion < want && !c.opts.ReadOnly {
 		id, err := c.readIdentity()
 		if err == nil {
-			id.Version = identityVersion
+			id.Version = want
 			err = cachedir.Replace(c.opts.fs, filepath.Join(c.dir, identityFile), id.encode())
 		}
 		if err != nil {
@@ -254,10 +263,15 @@ func (c *Cache) openDir() error {
 		// A cache keeps the storage mode it was created with.
 		c.opts.PerBlobFiles = id.Flags&flagPerBlob != 0
 		c.idVersion = id.Version
-	} else if err := cachedir.Replace(fs, idPath, newIdentity().withMode(c.opts.PerBlobFiles).encode()); err != nil {
+	} else {
 		// An empty directory, or a creation a crash cut short: Replace starts it again.
-		lk.Close()
-		return err
+		id := newIdentity().withMode(c.opts.PerBlobFiles)
+		id.Version = c.formatVersion()
+		if err := cachedir.Replace(fs, idPath, id.encode()); err != nil {
+			lk.Close()
+			return err
+		}
+		c.idVersion = id.Version
 	}
 	if c.opts.MaxSize == MaxSizeAuto {
 		if err := c.adoptBound(); err != nil {
@@ -394,7 +408,14 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.checkSize(key, attrsOf(m), int64(len(value))); err != nil {
 		return err
 	}
-	n := record.HeaderSize + int64(len(key)) + int64(len(value)) + int64(len(attrsOf(m)))
+	// The record as stored: a compressed value is what is counted and written (compress.go).
+	stored, sbuf, compressed := c.compress(value)
+	if compressed {
+		defer putBuf(sbuf)
+	} else {
+		stored = value
+	}
+	n := record.HeaderSize + int64(len(key)) + int64(len(stored)) + int64(len(attrsOf(m)))
 	h := record.KeyHash(key)
 	if c.declines(key, h, n, m) {
 		return c.decline(key, h, m)
@@ -405,7 +426,7 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	}
 	if !c.buffered(n) {
 		// Too large for a write buffer: written straight from value before Put returns, its
-		// checksums computed on the way.
+		// checksums computed on the way, as given.
 		return c.putFromStream(key, bytes.NewReader(value), int64(len(value)), want, m)
 	}
 	hdr := record.Header{
@@ -419,10 +440,14 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := vc.seal(&hdr, want); err != nil {
 		return err
 	}
+	if compressed {
+		c.compressInto(&hdr, value, stored)
+		copyValue = true // stored lies in a pooled buffer
+	}
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
-	accepted, err := c.w.append(h, hdr, key, value, copyValue, m)
+	accepted, err := c.w.append(h, hdr, key, stored, copyValue, m)
 	if accepted {
 		c.bloomAdd(h)
 		c.stats.puts.Add(1)
@@ -470,7 +495,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 	}
 	var l keyLookup
 	l.start(c, key, h, nil)
-	if v, ok := l.buffered(false); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
+	if v, ok := l.buffered(); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
 		return nil
 	}
 	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: c.opts.Clock().UnixNano()}

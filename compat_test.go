@@ -170,7 +170,7 @@ func TestRefusesNewerIdentity(t *testing.T) {
 	c := open(t, dir, small()...)
 	c.Close()
 	id, _ := readIdentityFile(dir)
-	id.Version = identityVersion + 1
+	id.Version = identityCompressedVersion + 1
 	os.WriteFile(filepath.Join(dir, identityFile), id.encode(), 0o644)
 	if c, err := New(dir, small()...); err == nil || !errors.Is(err, ErrCorrupt) {
 		c.Close()

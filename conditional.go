@@ -141,7 +141,7 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 	o := new(observation)
 	var l keyLookup
 	l.start(c, key, h, nil)
-	if v, ok := l.buffered(false); ok {
+	if v, ok := l.buffered(); ok {
 		o.buffered, o.rawVersion = true, v.Version
 		if v.Kind == record.KindPut && l.live(v.Version, v.CTime, v.Expires) {
 			o.present, o.version = true, infoOf(pendingHeader(v), "").Version

@@ -22,8 +22,8 @@ var identityFormat = cachedir.Format{
 	Fields:   []int{4, 4, 8}, // version, flags, created
 	Reserved: 4,
 	Check: func(f []uint64) error {
-		if v := f[0]; v != identityVersion && v != identityLegacyVersion {
-			return fmt.Errorf("format version %d, this build reads %d", v, identityVersion)
+		if v := f[0]; v < identityLegacyVersion || v > identityCompressedVersion {
+			return fmt.Errorf("format version %d, this build reads %d to %d", v, identityLegacyVersion, identityCompressedVersion)
 		}
 		return nil
 	},
@@ -35,7 +35,19 @@ const (
 	// version 1 refuse a version-2 directory rather than misread its records.
 	identityVersion       = 2
 	identityLegacyVersion = 1
+	// identityCompressedVersion 3: records may hold compressed values (record.Header.Codec),
+	// which builds that read only versions 1 and 2 would take for damage. A directory is marked
+	// so when it is opened with Options.Compression; it stays so.
+	identityCompressedVersion = 3
 )
+
+// formatVersion is the format version the directory must have for what c may write.
+func (c *Cache) formatVersion() uint32 {
+	if c.opts.Compression != CompressionNone {
+		return identityCompressedVersion
+	}
+	return identityVersion
+}
 
 // flagPerBlob marks a cache of one file per blob (Options.PerBlobFiles).
 const flagPerBlob = 1

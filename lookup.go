@@ -29,7 +29,7 @@ import (
 //	if !c.bloom.Load().Test(bloomHash(h)) { ... } // step 1
 //	var l keyLookup
 //	l.start(c, key, h, stripe)
-//	if v, ok := l.buffered(withValue); ok { ... } // step 2
+//	if v, ok := l.buffered(); ok { ... }     // step 2 (bufferedWhole, bufferedValue)
 //	for l.next() {                           // step 3, once per try: l.loc, l.file, l.recOff
 //		... read, check, decide: hit, miss, or try again ...
 //	}
@@ -63,15 +63,20 @@ func (l *keyLookup) start(c *Cache, key []byte, h uint64, st *counterStripe) {
 	l.c, l.key, l.h, l.st = c, key, h, st
 }
 
-// buffered runs step 2: the newest record of the key in the write buffer, if any (a put, with
-// its value if withValue, or a tombstone).
-func (l *keyLookup) buffered(withValue bool) (batch.Value, bool) {
-	return l.c.unflushed.lookup(l.h, l.key, withValue)
+// buffered runs step 2: the newest record of the key in the write buffer, if any (a put or a
+// tombstone), without its value.
+func (l *keyLookup) buffered() (batch.Value, bool) {
+	return l.c.unflushed.lookup(l.h, l.key)
+}
+
+// bufferedWhole is buffered for Get: a put comes with a copy of its value, decompressed.
+func (l *keyLookup) bufferedWhole() (batch.Value, bool, error) {
+	return l.c.unflushed.lookupValue(l.h, l.key)
 }
 
 // bufferedValue is buffered for ReadAt: a put's value bytes [off, off+len(p)) are copied into
 // p, n of them.
-func (l *keyLookup) bufferedValue(p []byte, off int64) (v batch.Value, n int, ok bool) {
+func (l *keyLookup) bufferedValue(p []byte, off int64) (v batch.Value, n int, ok bool, err error) {
 	return l.c.unflushed.readValue(l.h, l.key, p, off)
 }
 

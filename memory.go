@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -176,7 +177,7 @@ func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bo
 // that spans its chunks is first gathered (batch.RecordBytes).
 func (c *Cache) admitWritten(b *batch.Batch, i int, h uint64, loc index.Loc) {
 	e := b.Entries()[i]
-	if !c.mem.Fits(int64(e.Length) + memtier.EntryOverhead) {
+	if !c.mem.Fits(int64(e.Length) + int64(e.DataLen) + memtier.EntryOverhead) {
 		c.mem.NoteDeclined()
 		return
 	}
@@ -187,5 +188,15 @@ func (c *Cache) admitWritten(b *batch.Batch, i int, h uint64, loc index.Loc) {
 		return // the batch's own bytes: not reached; the value enters on its second hit instead
 	}
 	v := hdr.ValueOffset()
-	c.mem.Add(h, memTag(loc), key, hdr, string(rec[v+int64(hdr.ValueLen):]), rec[v:v+int64(hdr.ValueLen)])
+	value, attrs := rec[v:v+int64(hdr.ValueLen)], string(rec[v+int64(hdr.ValueLen):])
+	if hdr.Codec != 0 {
+		// Held decompressed (compress.go): decompressed once here, from the bytes just written.
+		buf := getBuf(int(hdr.DataLen))
+		defer putBuf(buf)
+		if err := codec.DecodeAll(codec.Codec(hdr.Codec), *buf, value); err != nil {
+			return // not reached (the batch's own bytes); the value enters on its second hit instead
+		}
+		value, hdr = *buf, plainHeader(hdr)
+	}
+	c.mem.Add(h, memTag(loc), key, hdr, attrs, value)
 }

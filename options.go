@@ -187,6 +187,18 @@ type Options struct {
 	// MemoryAdmission says which values enter the memory tier. Default MemoryOnSecondHit.
 	MemoryAdmission MemoryAdmission
 
+	// Compression compresses values on their way to the segments: CompressionZstd (zstd at its
+	// fastest level) or CompressionS2 (faster, compresses less). A value is compressed in
+	// independent blocks of 256 KiB, so that a range reads only the blocks that cover it. A
+	// value a sample of which does not shrink (media, encrypted or already compressed bytes) is
+	// stored as given at the cost of the sample, and so is a value shorter than 1 KiB or one
+	// written straight into its segment rather than through a write buffer (larger than
+	// WriteBufferSize). MaxSize and eviction count the bytes stored; Stat, BlobInfo and readers
+	// report the value's. Opening a directory with compression marks it format version 3, which
+	// builds without compression refuse. Default CompressionNone: values are the caller's, often
+	// compressed already (docs/BENCHMARKS.md, "Compression", has the measurements).
+	Compression Compression
+
 	// Clock is the time expiry (PutOptions.Expires), InvalidateAll and the creation time of
 	// records are measured by (default time.Now). A server whose tests fix the time sets it.
 	Clock func() time.Time
@@ -313,6 +325,8 @@ func (o Options) Validate() error {
 		return bad("unknown MemoryAdmission %d", o.MemoryAdmission)
 	case o.WriteBudget < 0:
 		return bad("WriteBudget %d is negative", o.WriteBudget)
+	case o.Compression > CompressionS2:
+		return bad("unknown Compression %d", o.Compression)
 	}
 	return nil
 }
@@ -436,6 +450,9 @@ func (a MemoryAdmission) String() string {
 func WithWriteBudget(bytesPerSecond int64) Option {
 	return func(o *Options) { o.WriteBudget = bytesPerSecond }
 }
+
+// WithCompression sets Options.Compression.
+func WithCompression(c Compression) Option { return func(o *Options) { o.Compression = c } }
 
 // WithClock sets Options.Clock.
 func WithClock(now func() time.Time) Option { return func(o *Options) { o.Clock = now } }

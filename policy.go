@@ -123,7 +123,7 @@ func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
 	}
 	var l keyLookup
 	l.start(c, key, h, nil)
-	if v, ok := l.buffered(false); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
+	if v, ok := l.buffered(); ok && v.Kind != record.KindPut || !ok && !l.inIndex() {
 		return nil // no blob to hide
 	}
 	hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(key)), CTime: c.opts.Clock().UnixNano()}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/seed57392e9e/blobcache/internal/bufmem"
+	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/sizeclass"
@@ -144,14 +145,18 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 }
 
 // PutFromMemory returns the memory, in bytes, that PutFrom (or PutFromWith) of a value of size
-// bytes holds while it reads the value: for a value it reads whole (up to StreamThreshold, and
-// any value in the one-file-per-blob mode) a read-path buffer, size rounded up to a power of two
-// of at least 4 KiB (not BufferSize's finer classes; size itself past 4 MiB), else two chunks
-// of StreamThreshold bytes. The copy of the value in the write buffer (Options.WriteBufferSize) is
-// not counted here.
+// bytes holds while it reads the value. A value it reads whole (up to StreamThreshold; any value
+// in the one-file-per-blob mode; with Options.Compression, any a write buffer holds) takes a
+// read-path buffer, size rounded up to a power of two of at least 4 KiB (not BufferSize's finer
+// classes; size itself past 4 MiB), and with compression a second one for its compressed form.
+// A value streamed takes two chunks of StreamThreshold bytes. The copy of the value in the write
+// buffer (Options.WriteBufferSize) is not counted here.
 func (c *Cache) PutFromMemory(size int64) int64 {
-	// As putFrom decides (stream.go).
-	if size <= int64(c.chunkSize()) || !c.layout.streams() {
+	// As putFrom decides (stream.go); a value compressed has its stored form too (compress.go).
+	if c.readsWhole(size) {
+		if c.comp != nil && size >= codec.MinValue {
+			return int64(bufSize(int(size)) + bufSize(codec.MaxStored(int(size))))
+		}
 		return int64(bufSize(int(size)))
 	}
 	return 2 * int64(c.chunkSize())

@@ -63,7 +63,11 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 	var l keyLookup
 	l.start(c, key, h, st)
 	l.memOK = true
-	if v, ok := l.buffered(true); ok {
+	if v, ok, err := l.bufferedWhole(); ok {
+		if err != nil {
+			l.hit()
+			return &Reader{c: c, err: err}, true
+		}
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
 			return nil, false
@@ -195,6 +199,7 @@ func (h *readHold) release() {
 // is Open's first read.
 func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, openResult) {
 	recOff, loc := l.recOff, l.loc
+	reqOff, reqN := off, n // the range asked for, before the value's stored length clamps it
 	hold := readHold{file: l.file}
 	defer hold.release()
 	// What the first read brings in: the whole record when small, else header and key plus the
@@ -270,6 +275,9 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		}
 		return nil, res
 	}
+	if hdr.Codec != 0 {
+		return c.openCompressed(l, rd, &hold, hdr, attrs, b[hk:], reqOff, reqN, admit)
+	}
 	// A value that enters the memory tier is checked as it enters (a blob file's was above),
 	// and the Reader, which delivers those bytes, need not check them again.
 	admitted := admit && whole && int64(len(b)) == int64(loc.Length)
@@ -331,8 +339,12 @@ func (c *Cache) ReadAt(key, p []byte, off int64) (int, error) {
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
-	if v, n, ok := l.bufferedValue(p, off); ok {
-		// Still in the write buffer: copied straight into p, no allocation.
+	if v, n, ok, err := l.bufferedValue(p, off); ok {
+		// Still in the write buffer: copied straight into p, no allocation (but for a
+		// compressed value).
+		if err != nil {
+			return 0, err
+		}
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
 			return 0, ErrNotFound
@@ -415,6 +427,14 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	if !ok || !l.live(hdr.Version, hdr.CTime, hdr.Expires) {
 		return 0, openMiss, nil
 	}
+	if hdr.Codec != 0 {
+		// p holds stored bytes: the start of the stored value when off is 0.
+		var have []byte
+		if off == 0 {
+			have = want
+		}
+		return c.readAtCompressed(l, hdr, p, off, have)
+	}
 	// The value's true length: attributes after it were read into p as scratch.
 	want = clampTo(p, off, int64(hdr.ValueLen))
 	if hdr.Legacy && len(want) > 0 {
@@ -479,7 +499,7 @@ type BlobInfo struct {
 // infoOf is the BlobInfo of a record with header h and attributes attrs.
 func infoOf(h record.Header, attrs string) BlobInfo {
 	info := BlobInfo{
-		Size: int64(h.ValueLen), Checksum: h.Sum, HasChecksum: h.Flags&record.FlagHasChecksum != 0,
+		Size: h.BlobLen(), Checksum: h.Sum, HasChecksum: h.Flags&record.FlagHasChecksum != 0,
 		Created: time.Unix(0, h.CTime), Version: h.Version, Flags: h.ClientFlags, Legacy: h.Legacy,
 		Attrs: attrs,
 	}
@@ -495,7 +515,7 @@ func infoOf(h record.Header, attrs string) BlobInfo {
 // pendingHeader is the header of a record still in the write buffer, as far as a reader needs
 // it.
 func pendingHeader(v batch.Value) record.Header {
-	return record.Header{Kind: v.Kind, Flags: v.Flags, ValueLen: uint32(v.Length), Sum: v.Sum, CTime: v.CTime,
+	return record.Header{Kind: v.Kind, Flags: v.Flags, ValueLen: uint32(v.Length), Codec: v.Codec, DataLen: v.DataLen, Sum: v.Sum, CTime: v.CTime,
 		Version: v.Version, Expires: v.Expires, ClientFlags: v.ClientFlags}
 }
 
@@ -516,7 +536,7 @@ func (c *Cache) Stat(key []byte) (BlobInfo, error) {
 	var l keyLookup
 	l.start(c, key, h, nil)
 	l.memOK = true
-	if v, ok := l.buffered(false); ok {
+	if v, ok := l.buffered(); ok {
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			return BlobInfo{}, ErrNotFound
 		}

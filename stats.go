@@ -48,6 +48,14 @@ type Stats struct {
 	PreconditionFailed  uint64 // conditional writes refused (ErrExists, ErrNotFound)
 	Declined            uint64 // Puts not written, by Options.Admission or Options.WriteBudget (each returned nil)
 
+	// Compression (Options.Compression): Puts whose value was stored compressed, with the
+	// bytes given and the bytes stored; and Puts whose value was stored as given because it did
+	// not shrink (values shorter than 1 KiB are not tried, and not counted).
+	CompressedPuts     uint64
+	CompressedBytesIn  uint64
+	CompressedBytesOut uint64
+	StoredAsGiven      uint64
+
 	// Reinsertion (PolicyReinsert, and PolicyProbation's main region): records of the oldest
 	// segment hit since they were written, written again before it was evicted, and their
 	// bytes; and those that were not, because the budget (ReinsertShare, WriteBudget) was spent
@@ -173,6 +181,8 @@ type counters struct {
 	bufferReleases                        atomic.Uint64
 	corrupt, tornTails, orphans, rebuilds atomic.Uint64
 	strays                                atomic.Int64
+	compressedPuts, storedAsGiven         atomic.Uint64
+	compressedIn, compressedOut           atomic.Uint64
 }
 
 func (c *counters) stripe(h uint64) *counterStripe { return &c.stripes[h&(numStripes-1)] }
@@ -195,6 +205,10 @@ func (c *Cache) Stats() Stats {
 		Invalidations:      c.stats.invalidations.Load(),
 		PreconditionFailed: c.stats.condFailed.Load(),
 		Declined:           c.stats.declined.Load(),
+		CompressedPuts:     c.stats.compressedPuts.Load(),
+		CompressedBytesIn:  c.stats.compressedIn.Load(),
+		CompressedBytesOut: c.stats.compressedOut.Load(),
+		StoredAsGiven:      c.stats.storedAsGiven.Load(),
 		Reinserted:         c.stats.reinserted.Load(),
 		ReinsertedBytes:    c.stats.reinsertedBytes.Load(),
 		ReinsertDropped:    c.stats.reinsertDropped.Load(),

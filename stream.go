@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -151,7 +152,7 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 	if size < 0 {
 		return fmt.Errorf("blobcache: PutFrom: negative size %d", size)
 	}
-	if size <= int64(c.chunkSize()) || !c.layout.streams() {
+	if c.readsWhole(size) {
 		return c.putFromBuffered(key, r, size, m) // through put, and its admission
 	}
 	n := record.HeaderSize + int64(len(key)) + size + int64(len(attrsOf(m)))
@@ -159,6 +160,15 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 		return c.decline(key, h, m) // r is not read
 	}
 	return c.putFromStream(key, r, size, nil, m)
+}
+
+// readsWhole reports whether PutFrom reads a value of size bytes whole before it stores it
+// through put, rather than streaming it into its segment: a small value, every value of the
+// one-file-per-blob mode, and with compression every value a write buffer can hold, so that
+// it is compressed.
+func (c *Cache) readsWhole(size int64) bool {
+	return size <= int64(c.chunkSize()) || !c.layout.streams() ||
+		c.comp != nil && size >= codec.MinValue && size <= c.opts.WriteBufferSize
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {

@@ -42,24 +42,61 @@ func (u *unflushed) drop(b *batch.Batch) {
 }
 
 // lookup finds the newest record of key (hash h) among the batches.
-func (u *unflushed) lookup(h uint64, key []byte, withValue bool) (batch.Value, bool) {
+func (u *unflushed) lookup(h uint64, key []byte) (batch.Value, bool) {
 	for _, b := range u.batches() {
-		if v, ok := b.Lookup(h, key, withValue); ok {
+		if v, ok := b.Lookup(h, key, false); ok {
 			return v, true
 		}
 	}
 	return batch.Value{}, false
 }
 
-// readValue finds the newest record of key among the batches and copies the bytes [off,
-// off+len(p)) of its value into p (see batch.ReadValue).
-func (u *unflushed) readValue(h uint64, key, p []byte, off int64) (batch.Value, int, bool) {
+// lookupValue is lookup with the value, a copy. A compressed value is returned decompressed, or
+// with err when it fails to (a bug: the write buffer's bytes are the ones just compressed).
+func (u *unflushed) lookupValue(h uint64, key []byte) (v batch.Value, ok bool, err error) {
 	for _, b := range u.batches() {
-		if v, n, ok := b.ReadValue(h, key, p, off); ok {
-			return v, n, true
+		if v, ok := b.Lookup(h, key, true); ok {
+			if v.Codec != 0 {
+				v, err = decodePending(v)
+			}
+			return v, true, err
 		}
 	}
-	return batch.Value{}, 0, false
+	return batch.Value{}, false, nil
+}
+
+// readValue finds the newest record of key among the batches and copies the bytes [off,
+// off+len(p)) of its value into p (see batch.ReadValue).
+// A compressed value is decompressed from a copy of its stored bytes (batch.Lookup): if the
+// batch let go of the record in between, it is committed, and readValue reports nothing found
+// (the caller looks in the index); if a newer record of the key took its place, that one is
+// read.
+func (u *unflushed) readValue(h uint64, key, p []byte, off int64) (batch.Value, int, bool, error) {
+	for _, b := range u.batches() {
+		v, n, ok := b.ReadValue(h, key, p, off)
+		if !ok {
+			continue
+		}
+		if v.Codec == 0 {
+			return v, n, true, nil
+		}
+		full, ok := b.Lookup(h, key, true)
+		if !ok {
+			return batch.Value{}, 0, false, nil
+		}
+		if full.Codec != 0 {
+			var err error
+			if full, err = decodePending(full); err != nil {
+				return batch.Value{}, 0, true, err
+			}
+		}
+		if off < int64(len(full.Value)) {
+			n = copy(p, full.Value[off:])
+		}
+		full.Value = nil
+		return full, n, true, nil
+	}
+	return batch.Value{}, 0, false, nil
 }
 
 // hasHash reports whether a batch holds a record of a key with hash h.

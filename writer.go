@@ -209,7 +209,7 @@ func (w *writer) streaming(key []byte) bool {
 // unchanged reports whether the newest record of key (hash h) is still the one o saw: the same
 // record in the write buffer (by its version), or the same index location. The caller holds mu.
 func (w *writer) unchanged(h uint64, key []byte, o *observation) bool {
-	v, ok := w.c.unflushed.lookup(h, key, false)
+	v, ok := w.c.unflushed.lookup(h, key)
 	if ok || o.buffered {
 		return ok && o.buffered && v.Version == o.rawVersion
 	}
@@ -250,7 +250,7 @@ func (w *writer) writeForgotten() {
 		if _, ok := w.c.idx.Get(h); ok {
 			continue
 		}
-		if _, ok := w.c.unflushed.lookup(h, key, false); ok {
+		if _, ok := w.c.unflushed.lookup(h, key); ok {
 			continue
 		}
 		version, err := w.c.vers.next()

@@ -26,6 +26,8 @@ type Entry struct {
 	Version     uint64
 	Expires     int64
 	ClientFlags uint32
+	Codec       uint8  // how the value is stored (record.Header.Codec)
+	DataLen     uint32 // the value's length once decompressed, with a codec
 	// Hits is the hit count the record's index entry starts with once committed (a record
 	// written again keeps part of its count); set by SetLastHits.
 	Hits uint8
@@ -150,6 +152,8 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, co
 		Version:     hdr.Version,
 		Expires:     hdr.Expires,
 		ClientFlags: hdr.ClientFlags,
+		Codec:       hdr.Codec,
+		DataLen:     hdr.DataLen,
 	})
 	b.pending[h] = int32(len(b.entries) - 1)
 	b.pendingPeak = max(b.pendingPeak, len(b.pending))
@@ -270,9 +274,13 @@ type Value struct {
 	Version     uint64
 	Expires     int64
 	ClientFlags uint32
-	Value       []byte // a copy, owned by the caller
-	Length      int64  // length of the value
-	Attrs       []byte // a copy of the attributes (nil without)
+	// Codec and DataLen are the record header's: with a codec, Value and Length are the
+	// stored (compressed) bytes and DataLen the value's length once decompressed.
+	Codec   uint8
+	DataLen uint32
+	Value   []byte // a copy, owned by the caller
+	Length  int64  // length of the value
+	Attrs   []byte // a copy of the attributes (nil without)
 }
 
 // Lookup finds the newest record of key in the batch and copies its value. found is false if
@@ -298,7 +306,8 @@ func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found boo
 
 // ReadValue finds the newest record of key in the batch, like Lookup, and copies the bytes
 // [off, off+len(p)) of its value into p instead of into a new slice; n is how many there were
-// (fewer than len(p) when the value ends first). It does not allocate.
+// (fewer than len(p) when the value ends first). It does not allocate. A compressed value
+// (v.Codec set) is not copied: n is 0, and the caller decompresses it from Lookup's bytes.
 func (b *Batch) ReadValue(h uint64, key, p []byte, off int64) (v Value, n int, found bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -306,7 +315,7 @@ func (b *Batch) ReadValue(h uint64, key, p []byte, off int64) (v Value, n int, f
 	if !ok {
 		return Value{}, 0, false
 	}
-	if off < int64(e.ValueLen) {
+	if off < int64(e.ValueLen) && e.Codec == 0 {
 		n = int(min(int64(len(p)), int64(e.ValueLen)-off))
 		b.copyAt(p[:n], e.valueOff(off))
 	}
@@ -342,7 +351,7 @@ func (e *Entry) valueOff(off int64) int64 {
 
 func (e *Entry) value() Value {
 	return Value{Kind: e.Kind, Flags: e.Flags, Sum: e.Sum, CTime: e.CTime, Version: e.Version,
-		Expires: e.Expires, ClientFlags: e.ClientFlags, Length: int64(e.ValueLen)}
+		Expires: e.Expires, ClientFlags: e.ClientFlags, Codec: e.Codec, DataLen: e.DataLen, Length: int64(e.ValueLen)}
 }
 
 // copyAt copies len(dst) bytes of the stream starting at off. The caller holds b.mu.

@@ -53,6 +53,13 @@ func (k Kind) String() string {
 // the application sees it.
 const FlagHasChecksum = 1
 
+// The codec bits of the flags byte, on disk: how the value is stored (internal/codec's Codec: 0
+// as given, else compressed). Header.Flags never holds them; Header.Codec does.
+const (
+	codecShift = 2
+	codecMask  = 3 << codecShift
+)
+
 // flagMeta, on disk, marks a format-2 header: the meta block (version,
 // expiry, client flags) follows the first 32 bytes. Header.Flags never
 // holds it; Header.Legacy says whether it was clear.
@@ -76,6 +83,12 @@ type Header struct {
 	AttrLen     uint32 // bytes of attributes after the value (at most MaxAttrLen)
 	AttrCRC     uint32 // CRC-32C of the attributes
 
+	// Codec says how the value is stored (internal/codec: 0 as given); with a codec, ValueLen
+	// and ValueCRC are the stored bytes' and DataLen is the length of the value they decompress
+	// to. Format 2 only, in the flags byte and the reserved word.
+	Codec   uint8
+	DataLen uint32
+
 	// Legacy marks a format-1 header (LegacyHeaderSize bytes, no meta block).
 	Legacy bool
 }
@@ -87,6 +100,15 @@ func (h Header) Size() int64 {
 		return LegacyHeaderSize
 	}
 	return HeaderSize
+}
+
+// BlobLen returns the length of the value as the application sees it: DataLen for a compressed
+// value, else ValueLen.
+func (h Header) BlobLen() int64 {
+	if h.Codec != 0 {
+		return int64(h.DataLen)
+	}
+	return int64(h.ValueLen)
 }
 
 // SizeAt returns the size of the header that starts b (at least
@@ -128,9 +150,14 @@ func (h Header) ValueOffset() int64 {
 //	+--------+------+-------+----------+------------+----------+-----------------+------------+------------+
 //	32                  40                  48             52          56          60             64
 //	+-------------------+-------------------+--------------+-----------+-----------+--------------+
-//	| version (uint64)  | expires (unix ns) | client flags | attrLen   | attrCRC   | reserved (0) |
+//	| version (uint64)  | expires (unix ns) | client flags | attrLen   | attrCRC   | dataLen      |
 //	+-------------------+-------------------+--------------+-----------+-----------+--------------+
 //	| key (keyLen bytes) | value (valueLen bytes) | attributes (attrLen bytes) |
+//
+// Flags: bit 0 FlagHasChecksum, bit 1 the meta block, bits 2-3 the codec. dataLen, the length
+// of a compressed value once decompressed, is 0 when the codec bits are (the word was reserved
+// before compression existed: a build without it refuses a compressed record as damaged, which
+// is why a directory that may hold one has format version 3).
 //
 // Format 1 (flags bit 1 clear) ends at byte 32: the key follows the
 // headerCRC.
@@ -149,7 +176,7 @@ const (
 	offClientFlags = 48
 	offAttrLen     = 52
 	offAttrCRC     = 56
-	offReserved    = 60
+	offDataLen     = 60
 )
 
 // Encode writes the header into dst[:h.Size()], with a headerCRC covering
@@ -158,7 +185,7 @@ const (
 // h.Size().
 func (h *Header) Encode(dst []byte, key []byte) {
 	_ = dst[h.Size()-1]
-	flags := h.Flags
+	flags := h.Flags | h.Codec<<codecShift&codecMask
 	if !h.Legacy {
 		flags |= flagMeta
 	}
@@ -177,7 +204,7 @@ func (h *Header) Encode(dst []byte, key []byte) {
 		binary.LittleEndian.PutUint32(dst[offClientFlags:], h.ClientFlags)
 		binary.LittleEndian.PutUint32(dst[offAttrLen:], h.AttrLen)
 		binary.LittleEndian.PutUint32(dst[offAttrCRC:], h.AttrCRC)
-		binary.LittleEndian.PutUint32(dst[offReserved:], 0)
+		binary.LittleEndian.PutUint32(dst[offDataLen:], h.DataLen)
 		crc = UpdateCRC(crc, dst[offVersion:HeaderSize])
 	}
 	binary.LittleEndian.PutUint32(dst[offHeaderCRC:], UpdateCRC(crc, key))
@@ -202,7 +229,8 @@ func Decode(b []byte) (h Header, key []byte, err error) {
 	}
 	h = Header{
 		Kind:     Kind(b[offKind]),
-		Flags:    b[offFlags] &^ flagMeta,
+		Flags:    b[offFlags] &^ (flagMeta | codecMask),
+		Codec:    b[offFlags] & codecMask >> codecShift,
 		KeyLen:   binary.LittleEndian.Uint32(b[offKeyLen:]),
 		ValueLen: binary.LittleEndian.Uint32(b[offValueLen:]),
 		Sum:      binary.LittleEndian.Uint32(b[offSum:]),
@@ -245,8 +273,14 @@ func Decode(b []byte) (h Header, key []byte, err error) {
 	if computed := UpdateCRC(crc, key); computed != stored {
 		return h, nil, checksumError(ErrHeaderChecksum, "record header", stored, computed)
 	}
-	if !h.Legacy && binary.LittleEndian.Uint32(b[offReserved:]) != 0 {
+	if !h.Legacy {
+		h.DataLen = binary.LittleEndian.Uint32(b[offDataLen:])
+	}
+	switch {
+	case h.Codec == 0 && h.DataLen != 0:
 		return h, nil, fmt.Errorf("%w: record header", ErrReserved)
+	case h.Codec != 0 && (h.Legacy || h.Kind != KindPut || h.DataLen == 0):
+		return h, nil, fmt.Errorf("%w: codec %d on a %v record of %d bytes (legacy %v)", ErrBadLength, h.Codec, h.Kind, h.DataLen, h.Legacy)
 	}
 	if h.AttrLen > MaxAttrLen || h.AttrLen > 0 && h.Kind != KindPut {
 		return h, nil, fmt.Errorf("%w: %d attribute bytes on a %v record", ErrBadLength, h.AttrLen, h.Kind)

@@ -68,6 +68,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"put empty key", Header{Kind: KindPut}, nil, []byte("v")},
 		{"delete", Header{Kind: KindDelete, CTime: 42}, []byte("gone"), nil},
 		{"put with meta", Header{Kind: KindPut, CTime: 7, Version: 1 << 40, Expires: 1800000000000000000, ClientFlags: 0xffffffff}, []byte("m"), []byte("value")},
+		{"compressed put", Header{Kind: KindPut, Flags: FlagHasChecksum, Sum: 3, Version: 9, Codec: 2, DataLen: 1 << 20}, []byte("c"), []byte("stored")},
 		{"legacy put", Header{Kind: KindPut, CTime: 1700000000123456789, Legacy: true}, []byte("key"), []byte("value")},
 		{"legacy put with checksum", Header{Kind: KindPut, Flags: FlagHasChecksum, Sum: 1, Legacy: true}, []byte("k"), []byte("v")},
 		{"legacy delete", Header{Kind: KindDelete, CTime: 42, Legacy: true}, []byte("gone"), nil},
@@ -154,7 +155,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"flipped expires", mutate(func(b []byte) []byte { b[offExpires+7] ^= 0x01; return b }), ErrHeaderChecksum},
 		{"flipped client flags", mutate(func(b []byte) []byte { b[offClientFlags] ^= 0x01; return b }), ErrHeaderChecksum},
 		{"meta flag cleared", mutate(func(b []byte) []byte { b[offFlags] &^= flagMeta; return b }), ErrHeaderChecksum},
-		{"reserved set", mutate(func(b []byte) []byte { b[offReserved] = 1; return resealMeta(b) }), ErrReserved},
+		{"reserved set", mutate(func(b []byte) []byte { b[offDataLen] = 1; return resealMeta(b) }), ErrReserved},
+		{"codec without a data length", mutate(func(b []byte) []byte { b[offFlags] |= 1 << codecShift; return resealMeta(b) }), ErrBadLength},
+		{"codec on a delete", mutate(func(b []byte) []byte {
+			b[offKind], b[offFlags] = byte(KindDelete), b[offFlags]|1<<codecShift
+			b[offValueLen], b[offDataLen] = 0, 9
+			return resealMeta(b)
+		}), ErrBadLength},
 		{"short meta block", valid[:LegacyHeaderSize+3], ErrTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

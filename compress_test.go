@@ -1,0 +1,276 @@
+package blobcache
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache/internal/codec"
+	"github.com/seed57392e9e/blobcache/internal/segment"
+)
+
+// goSource returns n bytes of Go source from the toolchain's tree, starting at byte skip: real
+// text, which compresses several-fold.
+func goSource(t testing.TB, skip, n int) []byte {
+	t.Helper()
+	var out []byte
+	filepath.WalkDir(filepath.Join(runtime.GOROOT(), "src"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || len(out) >= skip+n {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") {
+			b, _ := os.ReadFile(p)
+			out = append(out, b...)
+		}
+		return nil
+	})
+	if len(out) < skip+n {
+		t.Fatalf("only %d bytes of Go source", len(out))
+	}
+	return out[skip : skip+n]
+}
+
+// compressedCase is a blob of a compression test: text compresses, random bytes and short
+// values are stored as given.
+type compressedCase struct {
+	key   string
+	value []byte
+	text  bool // compressible and long enough: stored compressed
+}
+
+func compressionCases(t testing.TB) []compressedCase {
+	random := make([]byte, 300<<10)
+	rand.Read(random)
+	return []compressedCase{
+		{"short", []byte("a short value, stored as given"), false},
+		{"text-2k", goSource(t, 0, 2000), true},
+		{"text-400k", goSource(t, 10000, 400<<10), true},
+		{"text-3blocks", goSource(t, 500000, 2*codec.BlockSize+12345), true},
+		{"random", random, false},
+	}
+}
+
+// checkBlobs reads every case back through Get, ReadAt (whole and ranges), GetRange and Stat.
+func checkBlobs(t *testing.T, c *Cache, cases []compressedCase, when string) {
+	t.Helper()
+	for _, tc := range cases {
+		r, ok := c.Get([]byte(tc.key))
+		if !ok {
+			t.Fatalf("%s: Get %s: miss", when, tc.key)
+		}
+		if r.Size() != int64(len(tc.value)) {
+			t.Fatalf("%s: Get %s: Size %d, want %d", when, tc.key, r.Size(), len(tc.value))
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, tc.value) {
+			t.Fatalf("%s: Get %s: %d bytes, %v", when, tc.key, len(got), err)
+		}
+		p := make([]byte, len(tc.value)+10)
+		n, err := c.ReadAt([]byte(tc.key), p, 0)
+		if err != io.EOF || n != len(tc.value) || !bytes.Equal(p[:n], tc.value) {
+			t.Fatalf("%s: ReadAt %s whole: %d, %v", when, tc.key, n, err)
+		}
+		for _, rg := range [][2]int{{1, 100}, {len(tc.value) / 2, 5000}, {codec.BlockSize - 10, 20}, {len(tc.value) - 7, 7}} {
+			off, ln := min(rg[0], len(tc.value)), rg[1]
+			end := min(off+ln, len(tc.value))
+			q := make([]byte, end-off)
+			n, err := c.ReadAt([]byte(tc.key), q, int64(off))
+			if err != nil && err != io.EOF || !bytes.Equal(q[:n], tc.value[off:end]) {
+				t.Fatalf("%s: ReadAt %s [%d,%d): %d, %v", when, tc.key, off, end, n, err)
+			}
+			r, ok := c.GetRange([]byte(tc.key), int64(off), int64(ln))
+			if !ok {
+				t.Fatalf("%s: GetRange %s: miss", when, tc.key)
+			}
+			got, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(got, tc.value[off:end]) {
+				t.Fatalf("%s: GetRange %s [%d,%d): %d bytes, %v", when, tc.key, off, end, len(got), err)
+			}
+		}
+		info, err := c.Stat([]byte(tc.key))
+		if err != nil || info.Size != int64(len(tc.value)) {
+			t.Fatalf("%s: Stat %s: %+v, %v", when, tc.key, info, err)
+		}
+	}
+}
+
+// TestCompressionRoundTrip stores text, random bytes and a short value with each codec, and
+// reads them back while in the write buffer, from the segments (twice: the second hit brings a
+// value into the memory tier where there is one), and after a reopen without compression.
+func TestCompressionRoundTrip(t *testing.T) {
+	for _, comp := range []Compression{CompressionZstd, CompressionS2} {
+		for _, memory := range []int64{0, 64 << 20} {
+			t.Run(fmt.Sprintf("%v/memory=%d", comp, memory), func(t *testing.T) {
+				dir := t.TempDir()
+				cases := compressionCases(t)
+				c, err := New(dir, WithCompression(comp), WithMemorySize(memory), WithChecksum(true))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var in int64
+				for _, tc := range cases {
+					if err := c.Put([]byte(tc.key), tc.value); err != nil {
+						t.Fatal(err)
+					}
+					if tc.text {
+						in += int64(len(tc.value))
+					}
+				}
+				checkBlobs(t, c, cases, "write buffer")
+				c.Drain()
+				checkBlobs(t, c, cases, "segments")
+				checkBlobs(t, c, cases, "segments again")
+				st := c.Stats()
+				if st.CompressedPuts != 3 || st.StoredAsGiven != 1 || st.CompressedBytesIn != uint64(in) ||
+					st.CompressedBytesOut*2 > st.CompressedBytesIn {
+					t.Fatalf("stats: %d compressed (%d -> %d bytes), %d as given", st.CompressedPuts,
+						st.CompressedBytesIn, st.CompressedBytesOut, st.StoredAsGiven)
+				}
+				if memory > 0 && c.Stats().MemoryHits == 0 {
+					t.Fatal("no hit from the memory tier")
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				c, err = New(dir) // no compression: compressed records are still read
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				checkBlobs(t, c, cases, "reopened")
+				if id, err := readIdentityFile(dir); err != nil || id.Version != identityCompressedVersion {
+					t.Fatalf("identity after a reopen without compression: %+v, %v", id, err)
+				}
+			})
+		}
+	}
+}
+
+// TestCompressionPutFrom: PutFrom of a value a write buffer holds reads it whole and compresses
+// it, past StreamThreshold too.
+func TestCompressionPutFrom(t *testing.T) {
+	c, err := New(t.TempDir(), WithCompression(CompressionZstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	value := goSource(t, 0, 3*StreamThreshold)
+	if err := c.PutFrom([]byte("k"), bytes.NewReader(value), int64(len(value))); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.CompressedPuts != 1 {
+		t.Fatalf("%d compressed puts", st.CompressedPuts)
+	}
+	c.Drain()
+	checkBlobs(t, c, []compressedCase{{"k", value, true}}, "PutFrom")
+	if st := c.Stats(); st.CompressedBytesOut*2 > uint64(len(value)) {
+		t.Fatalf("%d bytes stored for a %d-byte value of text", st.CompressedBytesOut, len(value))
+	}
+}
+
+// TestCompressionFormatVersion: a directory made or opened with compression is format 3, which
+// is what a build without compression refuses; one without stays format 2.
+func TestCompressionFormatVersion(t *testing.T) {
+	plain, comp := t.TempDir(), t.TempDir()
+	for _, dir := range []string{plain, comp} {
+		c, err := New(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	c, err := New(comp, WithCompression(CompressionS2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for dir, want := range map[string]uint32{plain: identityVersion, comp: identityCompressedVersion} {
+		if id, err := readIdentityFile(dir); err != nil || id.Version != want {
+			t.Fatalf("%s: %+v, %v; want version %d", dir, id, err, want)
+		}
+	}
+	fresh := t.TempDir()
+	c, err = New(fresh, WithCompression(CompressionZstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if id, err := readIdentityFile(fresh); err != nil || id.Version != identityCompressedVersion {
+		t.Fatalf("a new directory with compression: %+v, %v", id, err)
+	}
+}
+
+// TestCompressionDamage flips bits in a compressed value on disk, in its table and in each of
+// its blocks: a read that needs a damaged block is a miss, counted as corruption, never wrong
+// bytes, and a range in an undamaged block still reads right.
+func TestCompressionDamage(t *testing.T) {
+	value := goSource(t, 0, 2*codec.BlockSize+5000)
+	for _, at := range []string{"table", "block 0", "block 2"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			c, err := New(dir, WithCompression(CompressionZstd))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Put([]byte("k"), value); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			seg := filepath.Join(dir, segDir, segment.FileName(1))
+			b, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, h := findRecord(t, b, "k")
+			stored := b[off+h.ValueOffset() : off+h.AttrOffset()]
+			tab, err := codec.ParseTable(stored, int64(len(stored)), int64(len(value)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var flip int64 = 20 // in the table
+			switch at {
+			case "block 0":
+				s, e := tab.Span(0, 0)
+				flip = (s + e) / 2
+			case "block 2":
+				s, e := tab.Span(2, 2)
+				flip = (s + e) / 2
+			}
+			flipValueBit(t, dir, "k", flip)
+			c, err = New(dir, WithCompression(CompressionZstd))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if r, ok := c.Get([]byte("k")); ok {
+				got, err := io.ReadAll(r)
+				t.Fatalf("Get of a damaged value: a hit, %d bytes, %v", len(got), err)
+			}
+			p := make([]byte, len(value))
+			if n, err := c.ReadAt([]byte("k"), p, 0); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("ReadAt of a damaged value: %d, %v", n, err)
+			}
+			if c.Stats().CorruptRecord == 0 {
+				t.Fatal("damage not counted")
+			}
+			q := make([]byte, 1000)
+			n, err := c.ReadAt([]byte("k"), q, codec.BlockSize+10) // block 1
+			switch {
+			case at == "table" && !errors.Is(err, ErrNotFound):
+				t.Fatalf("a range under a damaged table: %d, %v", n, err)
+			case at != "table" && (err != nil || !bytes.Equal(q, value[codec.BlockSize+10:codec.BlockSize+1010])):
+				t.Fatalf("a range in an undamaged block: %d, %v", n, err)
+			}
+		})
+	}
+}
