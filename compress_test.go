@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
@@ -272,5 +274,63 @@ func TestCompressionDamage(t *testing.T) {
 				t.Fatalf("a range in an undamaged block: %d, %v", n, err)
 			}
 		})
+	}
+}
+
+// TestOpenEncoded: a value stored compressed with the codec asked for comes as stored, and a
+// zstd decoder nobody here wrote turns it back into the value; any other comes as Get gives it.
+func TestOpenEncoded(t *testing.T) {
+	c, err := New(t.TempDir(), WithCompression(CompressionZstd), WithVerifyOnRead(true), WithChecksum(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	text := goSource(t, 0, 700<<10)
+	random := make([]byte, 100<<10)
+	rand.Read(random)
+	c.Put([]byte("text"), text)
+	c.Put([]byte("random"), random)
+	read := func(key string, accept Compression) (Compression, []byte, *Reader) {
+		t.Helper()
+		r, ok := c.OpenEncoded([]byte(key), accept)
+		if !ok {
+			t.Fatalf("OpenEncoded %s: miss", key)
+		}
+		defer r.Close()
+		var buf bytes.Buffer
+		if _, err := r.WriteTo(&buf); err != nil {
+			t.Fatalf("OpenEncoded %s: %v", key, err)
+		}
+		if int64(buf.Len()) != r.Size() || r.Info().Size != int64(len(map[string][]byte{"text": text, "random": random}[key])) {
+			t.Fatalf("OpenEncoded %s: %d bytes, Size %d, Info().Size %d", key, buf.Len(), r.Size(), r.Info().Size)
+		}
+		return r.Encoding(), buf.Bytes(), r
+	}
+	// In the write buffer: delivered decompressed.
+	if enc, got, _ := read("text", CompressionZstd); enc != CompressionNone || !bytes.Equal(got, text) {
+		t.Fatalf("from the write buffer: %v, %d bytes", enc, len(got))
+	}
+	c.Drain()
+	enc, got, _ := read("text", CompressionZstd)
+	if enc != CompressionZstd || len(got) >= len(text) {
+		t.Fatalf("stored zstd: %v, %d bytes for %d", enc, len(got), len(text))
+	}
+	d, err := zstd.NewReader(bytes.NewReader(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(d)
+	d.Close()
+	if err != nil || !bytes.Equal(plain, text) {
+		t.Fatalf("the stored bytes decode to %d bytes, %v", len(plain), err)
+	}
+	for _, tc := range []struct {
+		key    string
+		accept Compression
+		want   []byte
+	}{{"text", CompressionS2, text}, {"text", CompressionNone, text}, {"random", CompressionZstd, random}} {
+		if enc, got, _ := read(tc.key, tc.accept); enc != CompressionNone || !bytes.Equal(got, tc.want) {
+			t.Fatalf("%s accepting %v: %v, %d bytes", tc.key, tc.accept, enc, len(got))
+		}
 	}
 }

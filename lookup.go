@@ -43,6 +43,8 @@ type keyLookup struct {
 
 	// memOK says the caller serves a record from the memory tier (memory.go) when it holds it.
 	memOK bool
+	// accept is the codec whose stored bytes the caller takes as they are (OpenEncoded), or 0.
+	accept uint8
 
 	tries int
 	// Set by next: the record's location, and either its entry in the memory tier (mem, and

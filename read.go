@@ -22,7 +22,7 @@ const smallRecord = 1<<20 + record.HeaderSize + record.MaxKeyLen
 // A miss that the bloom filter rejects costs no I/O and no allocation; a hit of a blob up to
 // 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read. Close the
 // reader (or read it to the end) to hand back its buffer and file at once.
-func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false) }
+func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false, 0) }
 
 // Open is Get for a caller that hands the blob to a socket with the Reader's WriteTo (io.Copy
 // to a net.Conn does that). Its first read brings in the record's header and key, and the whole
@@ -32,7 +32,17 @@ func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false
 // read through the page cache (see docs/DESIGN.md, "Which hits go to the device"). Otherwise, and
 // for a caller that calls Read, the Reader reads the value as Get's does, one more positioned
 // read than Get for a value over OpenHead bytes.
-func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(key, 0, -1, true) }
+func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(key, 0, -1, true, 0) }
+
+// OpenEncoded is Open for a caller that can take a value compressed with accept as it is stored
+// (an HTTP client that accepts Content-Encoding zstd, for CompressionZstd): a value stored so is
+// delivered as stored, with no decompression, and Reader.Encoding says so (Reader.Size is then
+// the stored size; Reader.Info's Size is still the value's). Any other value is delivered as
+// Open delivers it. The stored bytes are checked against their CRC-32C as Open's are (see
+// Reader.Verifies): the blocks' own checks are the client's to make.
+func (c *Cache) OpenEncoded(key []byte, accept Compression) (*Reader, bool) {
+	return c.get(key, 0, -1, true, uint8(accept))
+}
 
 // OpenHead is the largest value Open reads with the record's header: smaller values cost a
 // socket write from memory about what sending them from the file would.
@@ -45,12 +55,13 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 	if off < 0 {
 		return nil, false
 	}
-	return c.get(key, off, n, false)
+	return c.get(key, off, n, false, 0)
 }
 
-// get is Get, GetRange and Open: a reader of value bytes [off, off+n) (n < 0: to the end); with
-// lazy, Open's.
-func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
+// get is Get, GetRange, Open and OpenEncoded: a reader of value bytes [off, off+n) (n < 0: to
+// the end); with lazy, Open's; accept, if not 0, the codec whose stored bytes the caller takes
+// as they are.
+func (c *Cache) get(key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
 		return nil, false
 	}
@@ -62,7 +73,7 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool) (*Reader, bool) {
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
-	l.memOK = true
+	l.memOK, l.accept = true, accept
 	if v, ok, err := l.bufferedWhole(); ok {
 		if err != nil {
 			l.hit()
@@ -151,7 +162,7 @@ func (c *Cache) GetMany(keys [][]byte, fn func(i int, r *Reader) error) error {
 			if !may[i] {
 				continue
 			}
-			r, ok := c.get(k, 0, -1, false)
+			r, ok := c.get(k, 0, -1, false, 0)
 			if !ok {
 				continue
 			}
@@ -275,16 +286,19 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		}
 		return nil, res
 	}
-	if hdr.Codec != 0 {
+	if hdr.Codec != 0 && hdr.Codec != l.accept {
 		return c.openCompressed(l, rd, &hold, hdr, attrs, b[hk:], reqOff, reqN, admit)
 	}
+	// From here the value's bytes are delivered as stored; compressed ones (OpenEncoded) never
+	// enter the memory tier, which holds values.
+	admit = admit && hdr.Codec == 0
 	// A value that enters the memory tier is checked as it enters (a blob file's was above),
 	// and the Reader, which delivers those bytes, need not check them again.
 	admitted := admit && whole && int64(len(b)) == int64(loc.Length)
 	if admitted && !l.admitToMemory(hdr, attrs, b[hk:hk+vlen], c.layout.checksValues() && !c.opts.VerifyOnRead) {
 		return nil, openMiss
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd}
+	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd, stored: hdr.Codec != 0}
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole && !admitted {
 		r.verify = true
 		r.sums = c.readCheck(hdr)

@@ -49,6 +49,8 @@ type Reader struct {
 	err   error
 
 	mem *memHold // the memory tier's entry val lies in, held until the last byte or Close
+
+	stored bool // the value is delivered compressed, as stored (OpenEncoded)
 }
 
 // memHold is a reader's hold on an entry of the memory tier, released once: by the reader at the
@@ -89,6 +91,15 @@ func (r *Reader) keep(h *readHold) {
 		h.file = nil
 		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
 	}
+}
+
+// Encoding is how the bytes the reader delivers are encoded: CompressionNone for the value as
+// it was put, or the codec of a value OpenEncoded delivers as stored.
+func (r *Reader) Encoding() Compression {
+	if r.stored {
+		return Compression(r.hdr.Codec)
+	}
+	return CompressionNone
 }
 
 // Verifies reports whether the reader checks the value against its stored checksums as it

@@ -45,9 +45,12 @@ func (c *Cache) writeCheck(sum bool) valueCheck { return newValueCheck(c.opts.Ch
 
 // readCheck starts the check of the value of the record whose header is hdr: its CRC-32C, and
 // its blob checksum when the record has one computed with the configured hash. A record whose
-// blob checksum is the CRC-32C (no hash configured) is checked by its ValueCRC alone.
+// blob checksum is the CRC-32C (no hash configured) is checked by its ValueCRC alone, and so is
+// a compressed one.
 func (c *Cache) readCheck(hdr record.Header) valueCheck {
-	return newValueCheck(c.opts.ChecksumHash, hdr.Flags&record.FlagHasChecksum != 0)
+	// A compressed value's stored bytes are checked by their CRC-32C alone: the blob checksum
+	// is of the value they decompress to.
+	return newValueCheck(c.opts.ChecksumHash, hdr.Flags&record.FlagHasChecksum != 0 && hdr.Codec == 0)
 }
 
 // write adds the next bytes of the value.

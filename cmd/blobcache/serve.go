@@ -62,7 +62,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ghostEntries                         int
 		writeBudget                          = sizeFlag(0)
 		memory                               = sizeFlag(0)
-		memAdmission                         string
+		memAdmission, compression            string
 	)
 	fl.StringVar(&cfg.Dir, "dir", defaultDir(), "cache directory (created if missing)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "HTTP listen address")
@@ -101,6 +101,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&admission, "admission", "all", "which writes go to disk: all, or second (a key's first write is declined, its second within --ghost-entries admitted)")
 	fl.IntVar(&ghostEntries, "ghost-entries", 0, "keys --admission second remembers (default --expected-blobs, or 1M)")
 	fl.Var(&writeBudget, "write-budget", "device write rate, bytes per second (e.g. 200M); over it writes are declined (default unlimited)")
+	fl.StringVar(&compression, "compression", "none", "compress values on disk: zstd (zstd's fastest level; HTTP clients that accept zstd get the stored bytes), s2 (faster, less), or none; values that do not compress are stored as given")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -125,6 +126,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Cache.VerifyOnRead = !noVerify
 	cfg.Cache.WriteBudget = int64(writeBudget)
 	cfg.Cache.MemorySize = int64(memory)
+	comp, err := blobcache.ParseCompression(compression)
+	if err != nil {
+		fmt.Fprintf(stderr, "blobcache serve: --compression: %v\n", err)
+		return exitError(2)
+	}
+	cfg.Cache.Compression = comp
 	switch memAdmission {
 	case "second-hit":
 		cfg.Cache.MemoryAdmission = blobcache.MemoryOnSecondHit
@@ -196,7 +203,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// Recovery after a crash can take a while: systemctl status says what it waits for.
 		cfg.Notify("STATUS=opening the cache at " + cfg.Dir)
 	}
-	_, err := os.Stat(filepath.Join(cfg.Dir, "BLOBCACHE")) // the identity file (identity.go)
+	_, err = os.Stat(filepath.Join(cfg.Dir, "BLOBCACHE")) // the identity file (identity.go)
 	created := errors.Is(err, os.ErrNotExist)
 	s, err := server.New(cfg)
 	if err != nil {

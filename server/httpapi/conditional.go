@@ -27,13 +27,15 @@ type current struct {
 // etagOf is the entity tag of version v (see ETag).
 func etagOf(v uint64) string { return `"` + strconv.FormatUint(v, 16) + `"` }
 
-// parseETag returns the version of a strong entity tag made by ETag.
+// parseETag returns the version of a strong entity tag made by ETag, of either representation
+// (the value, or its stored zstd form): a precondition is on the blob's version.
 func parseETag(tag string) (uint64, bool) {
 	tag = strings.TrimSpace(tag)
 	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(tag[1:len(tag)-1], 16, 64)
+	hex := strings.TrimSuffix(tag[1:len(tag)-1], zstdTagSuffix)
+	v, err := strconv.ParseUint(hex, 16, 64)
 	return v, err == nil
 }
 

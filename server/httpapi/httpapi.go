@@ -376,17 +376,36 @@ func (h *Handler) error(w http.ResponseWriter, err error) {
 
 // ETag is the strong entity tag of a stored blob: its version, unique per write of the cache
 // and kept across restarts (blobcache.BlobInfo.Version), so a rewrite with the same bytes gets
-// a new tag and two writes never share one.
-func ETag(info store.Info) string { return fmt.Sprintf(`"%x"`, info.Version) }
+// a new tag and two writes never share one. The stored zstd form of a blob (Content-Encoding
+// zstd) is another representation, with its own tag: the version and zstdTagSuffix.
+func ETag(info store.Info) string {
+	if info.Encoding == blobcache.CompressionZstd {
+		return fmt.Sprintf(`"%x%s"`, info.Version, zstdTagSuffix)
+	}
+	return fmt.Sprintf(`"%x"`, info.Version)
+}
+
+// zstdTagSuffix ends the entity tag of a blob's stored zstd form.
+const zstdTagSuffix = ".zstd"
 
 func (h *Handler) get(w *statusWriter, r *http.Request, key []byte) {
 	lw := &lazyWriter{w: w}
-	found, err := h.st.Send(r.Context(), key, func(info store.Info) (store.Plan, error) {
+	// A whole blob stored compressed with zstd goes as stored to a client that accepts zstd;
+	// a range is of the value's bytes, and is always sent as they are.
+	accept := blobcache.CompressionNone
+	if r.Header.Get("Range") == "" && acceptsZstd(r.Header.Values("Accept-Encoding")) {
+		accept = blobcache.CompressionZstd
+	}
+	found, err := h.st.SendEncoded(r.Context(), key, accept, func(info store.Info) (store.Plan, error) {
 		lw.reset()
 		hdr := lw.hdr
 		etag := ETag(info)
 		hdr.Set("Content-Type", contentType(info.Attrs))
 		hdr.Set("Accept-Ranges", "bytes")
+		hdr.Set("Vary", "Accept-Encoding")
+		if info.Encoding == blobcache.CompressionZstd {
+			hdr.Set("Content-Encoding", "zstd")
+		}
 		if etag != "" {
 			hdr.Set("ETag", etag)
 		}

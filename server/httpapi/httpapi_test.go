@@ -32,11 +32,12 @@ type env struct {
 	dir string
 }
 
-func newEnv(t *testing.T, scfg store.Config, hcfg Config) *env {
+func newEnv(t *testing.T, scfg store.Config, hcfg Config, opts ...blobcache.Option) *env {
 	t.Helper()
 	dir := t.TempDir()
-	c, err := blobcache.New(dir, blobcache.WithWriteBufferSize(8<<20), blobcache.WithSegmentSize(32<<20),
-		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true))
+	opts = append([]blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
+		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true)}, opts...)
+	c, err := blobcache.New(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -336,6 +336,9 @@ type Info struct {
 	Version uint64
 	Created time.Time // when it was stored
 	Attrs   string    // as given to PutAttrs
+	// Encoding is how the payload bytes are encoded: CompressionNone, or the codec of a payload
+	// SendEncoded delivers as stored (Size is then the stored size).
+	Encoding blobcache.Compression
 }
 
 // Plan is what a Get does once it knows the item: write the payload bytes [Off, Off+N) to W.
@@ -387,7 +390,7 @@ type Socket interface {
 // begin may be called more than once, when the blob changes under a ranged read before
 // anything was written; it must not write to the client itself.
 func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
-	return s.lookup(ctx, key, begin, false)
+	return s.lookup(ctx, key, begin, false, blobcache.CompressionNone)
 }
 
 // Send is Get for a caller whose plans name the socket W writes to (Plan.Sock): the lookup
@@ -395,12 +398,18 @@ func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 // goes to the socket without a copy through user space. A plan without a socket, or for part of
 // the payload, is served as Get serves it, with one more positioned read.
 func (s *Store) Send(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
-	return s.lookup(ctx, key, begin, true)
+	return s.lookup(ctx, key, begin, true, blobcache.CompressionNone)
 }
 
-func (s *Store) lookup(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool) (found bool, err error) {
+// SendEncoded is Send for a client that takes a payload compressed with accept as it is stored
+// (blobcache.Cache.OpenEncoded): Info.Encoding says which a Get delivers.
+func (s *Store) SendEncoded(ctx context.Context, key []byte, accept blobcache.Compression, begin func(Info) (Plan, error)) (found bool, err error) {
+	return s.lookup(ctx, key, begin, true, accept)
+}
+
+func (s *Store) lookup(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool, accept blobcache.Compression) (found bool, err error) {
 	for range 3 {
-		found, retry, err := s.get(ctx, key, begin, open)
+		found, retry, err := s.get(ctx, key, begin, open, accept)
 		if !retry {
 			return found, err
 		}
@@ -419,13 +428,16 @@ var (
 // ranged read instead: past the bytes the library's first read of a large blob brings in.
 const switchOffset = 256 << 10
 
-func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool) (found, retry bool, err error) {
+func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool, accept blobcache.Compression) (found, retry bool, err error) {
 	t := time.Now()
 	var r *blobcache.Reader
 	var ok bool
-	if open {
+	switch {
+	case open && accept != blobcache.CompressionNone:
+		r, ok = s.c.OpenEncoded(key, accept)
+	case open:
 		r, ok = s.c.Open(key)
-	} else {
+	default:
 		r, ok = s.c.Get(key)
 	}
 	s.m.ObserveGet(time.Since(t), ok)
@@ -447,7 +459,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		return false, false, err
 	}
 	defer s.release(held)
-	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: info}
+	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: info, enc: br.Encoding()}
 	d.sum, d.hasSum = br.Checksum()
 	if b, ok := br.Buffered(); ok && !d.info.Legacy && int64(len(b)) == d.blobSize && len(b) >= holdMin {
 		// The value lies in memory, checked: a plan whose writer can hold it takes it by
@@ -639,6 +651,7 @@ type decoder struct {
 	begin    func(Info) (Plan, error)
 	blobSize int64
 	info     blobcache.BlobInfo
+	enc      blobcache.Compression // the blob's bytes as delivered (Reader.Encoding)
 	sum      uint32
 	hasSum   bool
 
@@ -709,7 +722,7 @@ func (d *decoder) start() error {
 	}
 	size := d.blobSize - d.hdr
 	plan, err := d.begin(Info{Meta: m, Size: size, BlobSize: d.blobSize, Sum: d.sum, HasSum: d.hasSum,
-		Version: d.info.Version, Created: d.info.Created, Attrs: d.info.Attrs})
+		Version: d.info.Version, Created: d.info.Created, Attrs: d.info.Attrs, Encoding: d.enc})
 	if err != nil {
 		return err
 	}
