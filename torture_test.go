@@ -67,6 +67,7 @@ type tortureConfig struct {
 	Verify       bool
 	SkipList     bool
 	MemoryWrite  bool          // a memory tier that values enter as they are committed (MemoryOnWrite)
+	Compress     Compression   // values compressed (half the harness's values compress)
 	Evict        bool          // run with a MaxSize the data outgrows
 	Probation    bool          // with Evict: four small segments, so two regions run (region.go)
 	Hog          int           // goroutines of CPU hog beside the writers (startCPUHog)
@@ -103,6 +104,9 @@ func (tc tortureConfig) options(writer bool) []Option {
 	}
 	if tc.MemoryWrite {
 		opts = append(opts, WithMemorySize(1<<20), WithMemoryAdmission(MemoryOnWrite))
+	}
+	if tc.Compress != CompressionNone {
+		opts = append(opts, WithCompression(tc.Compress))
 	}
 	if tc.Evict && writer {
 		switch {
@@ -386,6 +390,7 @@ func runTorture(t *testing.T, perBlob bool) {
 			Verify:       rng.IntN(2) == 0,
 			SkipList:     rng.IntN(4) == 0,
 			MemoryWrite:  rng.IntN(3) == 0,
+			Compress:     Compression(rng.IntN(3)), // none, zstd or s2
 			Evict:        cycle%3 == 2,
 			Probation:    cycle%6 == 5,
 			Stall:        *watchdogStall,

@@ -59,9 +59,13 @@ func TestServerCrashTorture(t *testing.T) {
 	for cycle := range *serverTortureCycles {
 		// Every other cycle with a memory tier that values enter as they are written, so that
 		// reads are answered from it by reference (reply.go) while the server is killed.
+		// Every third cycle compresses values, with zstd or s2 in turn.
 		var flags []string
 		if cycle%2 == 1 {
 			flags = []string{"--memory", "64M"}
+		}
+		if cycle%3 == 2 {
+			flags = append(flags, "--compression", []string{"zstd", "s2"}[cycle/3%2])
 		}
 		srv := startServeProcess(t, exe, nil, dir, flags...)
 		stop := make(chan struct{})
@@ -176,8 +180,17 @@ func tortureValue(key string, seq uint64, size int) []byte {
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	b = binary.LittleEndian.AppendUint32(b, uint32(size))
 	r := rand.New(rand.NewPCG(seq, uint64(size)))
-	for range size {
-		b = append(b, byte(r.Uint32()))
+	var pattern [64]byte
+	for i := range pattern {
+		pattern[i] = byte(r.Uint32())
+	}
+	for i := range size {
+		if seq%2 == 0 {
+			// Every other write compresses (the cycles run with --compression do).
+			b = append(b, pattern[i%len(pattern)]^byte(i>>12))
+		} else {
+			b = append(b, byte(r.Uint32()))
+		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }

@@ -39,6 +39,19 @@ func Value(key uint32, version uint64, size int) []byte {
 	binary.LittleEndian.PutUint64(b[8:], version)
 	binary.LittleEndian.PutUint32(b[16:], uint32(size))
 	r := rand.New(rand.NewPCG(uint64(key), version))
+	if version%2 == 0 {
+		// Every other version compresses well (a 64-byte pattern, varied every 4 KiB), so that a
+		// cache that compresses stores it compressed; the others are random bytes, stored as
+		// given.
+		var pattern [64]byte
+		for i := range pattern {
+			pattern[i] = byte(r.Uint32())
+		}
+		for i := StampSize; i < size; i++ {
+			b[i] = pattern[i%len(pattern)] ^ byte(i>>12)
+		}
+		return b
+	}
 	for i := StampSize; i < size; i += 8 {
 		var w [8]byte
 		binary.LittleEndian.PutUint64(w[:], r.Uint64())
