@@ -223,7 +223,9 @@ func TestMetamorphic(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d reads of held keys hit, %d missed; %d evictions; %d steps wrong", v.name, hits, misses, runs[j].evictions(), wrong)
-		if steps >= 1000 && !v.declines && runs[j].evictions() == 0 {
+		// Fewer steps (-short, -race) may write less than an evicting variant's MaxSize: 1,250
+		// steps left three of them without an eviction for seed 1795747614683412754.
+		if steps >= 2000 && !v.declines && runs[j].evictions() == 0 {
 			t.Errorf("variant %s evicted nothing", v.name)
 		}
 	}

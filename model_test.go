@@ -184,6 +184,10 @@ func optionVariants() []optionVariant {
 		// one small enough to evict.
 		{"memory", small(WithMemorySize(64 << 20)), false, false},
 		{"memory-small-evict", small(WithMaxSize(4<<20), WithMemorySize(512<<10)), true, false},
+		// Compression (off by default): values compressed, read back whole and in ranges, from
+		// the write buffer, the segments and the memory tier.
+		{"compress-zstd", small(WithCompression(CompressionZstd), WithChecksum(true), WithVerifyOnRead(true)), false, false},
+		{"compress-s2-memory-evict", small(WithCompression(CompressionS2), WithMaxSize(4<<20), WithMemorySize(512<<10), WithMemoryAdmission(MemoryOnWrite)), true, false},
 	}
 }
 
@@ -519,11 +523,22 @@ func modelSize(rng *rand.Rand, wbs int64, keyLen int, limit int64) int {
 // modelValue is value(key, version, size), except that values past the write buffer are
 // mixedValue's, copied rather than drawn a byte at a time: making them would otherwise take
 // longer than putting them, under -race.
+//
+// Every other version compresses well (its first 64 bytes repeated, varied every 4 KiB), so that
+// the variants with Options.Compression store some values compressed and some as given.
 func modelValue(key string, version, size int) []byte {
+	var v []byte
 	if size <= 12000 {
-		return value(key, version, size)
+		v = value(key, version, size)
+	} else {
+		v = mixedValue([]byte(key), version, size)
 	}
-	return mixedValue([]byte(key), version, size)
+	if version%2 == 0 {
+		for i := 64; i < len(v); i++ {
+			v[i] = v[i%64] ^ byte(i>>12)
+		}
+	}
+	return v
 }
 
 // gatedFS holds back every vectored write (a batch flush) while the gate is closed.
