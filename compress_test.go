@@ -8,8 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -24,7 +24,7 @@ import (
 func goSource(t testing.TB, skip, n int) []byte {
 	t.Helper()
 	var out []byte
-	filepath.WalkDir(filepath.Join(runtime.GOROOT(), "src"), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(goroot(t), "src"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || len(out) >= skip+n {
 			return filepath.SkipDir
 		}
@@ -333,4 +333,14 @@ func TestOpenEncoded(t *testing.T) {
 			t.Fatalf("%s accepting %v: %v, %d bytes", tc.key, tc.accept, enc, len(got))
 		}
 	}
+}
+
+// goroot is the Go tree of the go command on the PATH (its source is the text corpus).
+func goroot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -58,7 +57,7 @@ func FuzzAcceptsZstd(f *testing.F) {
 func goText(t *testing.T, n int) []byte {
 	t.Helper()
 	var out []byte
-	filepath.WalkDir(filepath.Join(runtime.GOROOT(), "src", "net", "http"), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(goroot(t), "src", "net", "http"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") && len(out) < n {
 			b, _ := os.ReadFile(p)
 			out = append(out, b...)
@@ -119,4 +118,14 @@ func TestGetZstd(t *testing.T) {
 	if err != nil || !bytes.Equal(out, text) {
 		t.Fatalf("curl --compressed: %d bytes, %v", len(out), err)
 	}
+}
+
+// goroot is the Go tree of the go command on the PATH (its source is the text corpus).
+func goroot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	return strings.TrimSpace(string(out))
 }
