@@ -71,8 +71,12 @@ func legacyItem(payload []byte, m legacyMeta) []byte {
 }
 
 func TestOpensFormat1(t *testing.T) {
-	for _, layout := range []string{"segments", "perblob"} {
-		t.Run(layout, func(t *testing.T) {
+	for _, run := range []struct {
+		layout string
+		comp   Compression
+	}{{"segments", CompressionNone}, {"perblob", CompressionNone}, {"segments", CompressionZstd}, {"perblob", CompressionS2}} {
+		layout := run.layout
+		t.Run(fmt.Sprintf("%s/%v", layout, run.comp), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "cache")
 			copyDir(t, filepath.Join("testdata", "compat-format1", layout), dir, "")
 			want := compatWant(layout == "perblob")
@@ -120,18 +124,27 @@ func TestOpensFormat1(t *testing.T) {
 				}
 				return versions
 			}
-			c := open(t, dir, small()...)
+			c := open(t, dir, small(WithCompression(run.comp))...)
 			before := check(c, "opened")
-			// New records beside the old ones, one overwriting an old key.
+			// New records beside the old ones, one overwriting an old key, one that compresses.
 			if _, err := c.PutWith([]byte("key-00"), []byte("rewritten"), PutOptions{Flags: 5}); err != nil {
 				t.Fatal(err)
 			}
 			c.Put([]byte("new"), []byte("new blob"))
+			text := goSource(t, 0, 20000)
+			c.Put([]byte("text"), text)
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
+			wantVersion := uint32(identityVersion)
+			if run.comp != CompressionNone {
+				wantVersion = identityCompressedVersion
+				if st := c.Stats(); st.CompressedPuts != 1 {
+					t.Fatalf("%d compressed puts", st.CompressedPuts)
+				}
+			}
 			id, err := readIdentityFile(dir)
-			if err != nil || id.Version != identityVersion {
+			if err != nil || id.Version != wantVersion {
 				t.Fatalf("identity after the upgrade: %+v, %v", id, err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, stateFile)); err != nil {
@@ -139,7 +152,8 @@ func TestOpensFormat1(t *testing.T) {
 			}
 			want["key-00"] = []byte("rewritten")
 			want["new"] = []byte("new blob")
-			rewritten["key-00"], rewritten["new"] = true, true
+			want["text"] = text
+			rewritten["key-00"], rewritten["new"], rewritten["text"] = true, true, true
 			c = open(t, dir, small()...)
 			defer c.Close()
 			after := check(c, "reopened")
