@@ -6,16 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/seed57392e9e/blobcache/internal/codec"
+	"github.com/seed57392e9e/blobcache/internal/corpus"
 	"github.com/seed57392e9e/blobcache/internal/segment"
 )
 
@@ -23,21 +21,11 @@ import (
 // text, which compresses several-fold.
 func goSource(t testing.TB, skip, n int) []byte {
 	t.Helper()
-	var out []byte
-	filepath.WalkDir(filepath.Join(goroot(t), "src"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || len(out) >= skip+n {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(p, ".go") {
-			b, _ := os.ReadFile(p)
-			out = append(out, b...)
-		}
-		return nil
-	})
-	if len(out) < skip+n {
-		t.Fatalf("only %d bytes of Go source", len(out))
+	b, err := corpus.GoSource(skip, n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out[skip : skip+n]
+	return b
 }
 
 // compressedCase is a blob of a compression test: text compresses, random bytes and short
@@ -333,14 +321,4 @@ func TestOpenEncoded(t *testing.T) {
 			t.Fatalf("%s accepting %v: %v, %d bytes", tc.key, tc.accept, enc, len(got))
 		}
 	}
-}
-
-// goroot is the Go tree of the go command on the PATH (its source is the text corpus).
-func goroot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		t.Fatalf("go env GOROOT: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -8,7 +8,7 @@ import (
 // (declined after the sample), with a copy of the same bytes as the comparator: b.SetBytes
 // makes the figures MB/s of values given.
 func BenchmarkCompress(b *testing.B) {
-	text, random := corpus(b, 400<<10), randomBytes(400<<10)
+	text, random := text(b, 400<<10), randomBytes(400<<10)
 	for _, bc := range []struct {
 		name  string
 		value []byte
@@ -42,7 +42,7 @@ func BenchmarkCompress(b *testing.B) {
 // BenchmarkDecode is DecodeAll per codec of a 400 KiB value of Go source, and a 4 KiB range of
 // it (one block decompressed).
 func BenchmarkDecode(b *testing.B) {
-	text := corpus(b, 400<<10)
+	text := text(b, 400<<10)
 	for _, c := range []Codec{Zstd, S2} {
 		cp, _ := NewCompressor(c)
 		stored, _ := cp.Compress(nil, text)

@@ -5,36 +5,24 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"io/fs"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/seed57392e9e/blobcache/internal/corpus"
 )
 
-// corpus returns about n bytes of Go source from the toolchain's own tree: real text.
-func corpus(t testing.TB, n int) []byte {
+// text returns n bytes of Go source (internal/corpus): real text.
+func text(t testing.TB, n int) []byte {
 	t.Helper()
-	var out []byte
-	root := filepath.Join(goroot(t), "src")
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || len(out) >= n {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(p, ".go") {
-			b, _ := os.ReadFile(p)
-			out = append(out, b...)
-		}
-		return nil
-	})
-	if len(out) < n {
-		t.Fatalf("only %d bytes of Go source under %s", len(out), root)
+	b, err := corpus.GoSource(0, n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out[:n]
+	return b
 }
 
 func random(n int) []byte {
@@ -59,7 +47,7 @@ func compress(t testing.TB, c Codec, value []byte) []byte {
 // TestRoundTrip compresses text of lengths around the block size with both codecs, and reads
 // back the whole value and random ranges, each from the blocks Cover and Span name alone.
 func TestRoundTrip(t *testing.T) {
-	text := corpus(t, 3*BlockSize+1000)
+	text := text(t, 3*BlockSize+1000)
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	for _, c := range []Codec{Zstd, S2} {
 		for _, n := range []int{4096, 5000, BlockSize - 1, BlockSize, BlockSize + 1, 2*BlockSize + 7, len(text)} {
@@ -124,7 +112,7 @@ func TestIncompressible(t *testing.T) {
 // table (a skippable frame) and return the value: this is what lets the server hand the stored
 // bytes to an HTTP client that accepts Content-Encoding zstd.
 func TestZstdStream(t *testing.T) {
-	value := corpus(t, 2*BlockSize+12345)
+	value := text(t, 2*BlockSize+12345)
 	stored := compress(t, Zstd, value)
 	d, err := zstd.NewReader(bytes.NewReader(stored))
 	if err != nil {
@@ -154,7 +142,7 @@ func TestZstdStream(t *testing.T) {
 // or of a range either fails with ErrCorrupt or returns the right bytes (a flip in a block the
 // range does not read), never wrong ones.
 func TestDamage(t *testing.T) {
-	value := corpus(t, BlockSize+5000)
+	value := text(t, BlockSize+5000)
 	for _, c := range []Codec{Zstd, S2} {
 		stored := compress(t, c, value)
 		step := max(1, len(stored)/300)
@@ -185,7 +173,7 @@ func TestDamage(t *testing.T) {
 
 // TestTableChecks: lengths the record's header gives that do not match the table are refused.
 func TestTableChecks(t *testing.T) {
-	value := corpus(t, 3000)
+	value := text(t, 3000)
 	stored := compress(t, S2, value)
 	for _, tc := range []struct {
 		name         string
@@ -201,14 +189,4 @@ func TestTableChecks(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-}
-
-// goroot is the Go tree of the go command on the PATH (its source is the text corpus).
-func goroot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		t.Fatalf("go env GOROOT: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }

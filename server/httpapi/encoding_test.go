@@ -3,16 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"io"
-	"io/fs"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/internal/corpus"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -56,18 +54,11 @@ func FuzzAcceptsZstd(f *testing.F) {
 
 func goText(t *testing.T, n int) []byte {
 	t.Helper()
-	var out []byte
-	filepath.WalkDir(filepath.Join(goroot(t), "src", "net", "http"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") && len(out) < n {
-			b, _ := os.ReadFile(p)
-			out = append(out, b...)
-		}
-		return nil
-	})
-	if len(out) < n {
-		t.Fatalf("%d bytes of Go source", len(out))
+	b, err := corpus.GoSource(0, n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out[:n]
+	return b
 }
 
 // TestGetZstd: with compression, a whole blob goes as stored to a client that accepts zstd,
@@ -118,14 +109,4 @@ func TestGetZstd(t *testing.T) {
 	if err != nil || !bytes.Equal(out, text) {
 		t.Fatalf("curl --compressed: %d bytes, %v", len(out), err)
 	}
-}
-
-// goroot is the Go tree of the go command on the PATH (its source is the text corpus).
-func goroot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		t.Fatalf("go env GOROOT: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
