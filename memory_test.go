@@ -359,6 +359,8 @@ func TestMemoryTierChecksOnEntry(t *testing.T) {
 // committed, so its first read comes from memory; a value streamed to its segment (larger than
 // the write buffer) does not, and enters on its second hit; an unknown admission is refused.
 func TestMemoryOnWrite(t *testing.T) {
+	c2 := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite), WithWriteBufferSize(1<<20))...)
+	defer c2.Close()
 	c := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite))...)
 	defer c.Close()
 	small, large := value("s", 1, 5000), value("l", 1, 200<<10) // the write buffer is 64 KiB
@@ -388,6 +390,16 @@ func TestMemoryOnWrite(t *testing.T) {
 	before = c.Stats().MemoryHits
 	if got, _, ok := readBlob(t, c, "s"); !ok || !bytes.Equal(got, v2) || c.Stats().MemoryHits != before+1 {
 		t.Fatalf("s after an overwrite: hit %v, the new value %v, from memory %v", ok, bytes.Equal(got, v2), c.Stats().MemoryHits == before+1)
+	}
+	// PutFrom of a value past StreamThreshold that a write buffer holds is read whole rather
+	// than streamed, so it enters as it is written too.
+	mid := value("m", 1, StreamThreshold+5000)
+	if err := c2.PutFrom([]byte("m"), bytes.NewReader(mid), int64(len(mid))); err != nil {
+		t.Fatal(err)
+	}
+	c2.Drain()
+	if got, _, ok := readBlob(t, c2, "m"); !ok || !bytes.Equal(got, mid) || c2.Stats().MemoryHits != 1 {
+		t.Fatalf("PutFrom past StreamThreshold: hit %v, right %v, %d hits from memory", ok, bytes.Equal(got, mid), c2.Stats().MemoryHits)
 	}
 	if _, err := New(t.TempDir(), WithMemoryAdmission(MemoryOnWrite+1)); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("an unknown admission: %v", err)

@@ -430,9 +430,10 @@ const (
 	MemoryOnSecondHit MemoryAdmission = iota
 	// MemoryOnWrite: a value also enters as its record is committed to a segment, from the
 	// write buffer (no read, and no check: the bytes are the ones just written), as memcached
-	// keeps what it is given; the tier's eviction then decides what stays. Values streamed
-	// straight to their segment (larger than a write buffer, or PutFrom beyond
-	// StreamThreshold) and blobs of PerBlobFiles still enter on their second hit.
+	// keeps what it is given; the tier's eviction then decides what stays. PutFrom then reads a
+	// value a write buffer holds whole rather than stream it, so that it enters too. Values
+	// larger than a write buffer, streamed straight to their segment, and blobs of
+	// PerBlobFiles still enter on their second hit.
 	MemoryOnWrite
 )
 

@@ -146,7 +146,7 @@ func (l *segmentLayout) write(j *flushJob) error { return j.seg.active.WriteBatc
 // the records they replace.
 func (l *segmentLayout) commit(j *flushJob) {
 	c, seg := l.c, j.seg
-	admit := c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite
+	admit := c.admitsOnWrite()
 	for i, be := range j.b.Entries() {
 		e := be.Entry
 		e.Offset += uint32(j.base)

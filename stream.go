@@ -164,11 +164,18 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 
 // readsWhole reports whether PutFrom reads a value of size bytes whole before it stores it
 // through put, rather than streaming it into its segment: a small value, every value of the
-// one-file-per-blob mode, and with compression every value a write buffer can hold, so that
-// it is compressed.
+// one-file-per-blob mode; and every value a write buffer can hold with compression, so that it
+// is compressed, or with a memory tier that values enter as they are written, so that it enters
+// (a streamed value would enter on its second hit).
 func (c *Cache) readsWhole(size int64) bool {
 	return size <= int64(c.chunkSize()) || !c.layout.streams() ||
-		c.comp != nil && size >= codec.MinValue && size <= c.opts.WriteBufferSize
+		c.comp != nil && size >= codec.MinValue && size <= c.opts.WriteBufferSize ||
+		c.admitsOnWrite() && size <= c.opts.WriteBufferSize
+}
+
+// admitsOnWrite reports whether values enter the memory tier as they are written.
+func (c *Cache) admitsOnWrite() bool {
+	return c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {
