@@ -114,6 +114,9 @@ func BufferSize(n int) int {
 // copies value bytes through memory rather than having the kernel send them, uses one chunk
 // more for the copy.
 //
+// With Options.Compression a value may be stored compressed: its read also holds the value
+// decompressed, and its stored bytes beyond the first read.
+//
 // A caller that reads a blob to the end into its own buffer before it writes anything holds
 // this memory only until that read returns; one that streams the blob to a client holds it
 // for as long as the client takes.
@@ -140,6 +143,11 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 		// a direct Read into a smaller slice than a chunk reads a chunk into the Reader's own
 		// buffer (Reader.Read), which replaces the first.
 		held = max(held, int64(bufSize(streamChunk)))
+	}
+	if c.comp != nil && size >= codec.MinValue {
+		// A compressed value is decompressed into a buffer of its own size, from its stored
+		// bytes read into another when the first read did not bring them all (compress.go).
+		held += int64(bufSize(int(size))) + int64(bufSize(codec.MaxStored(int(size))))
 	}
 	return held
 }

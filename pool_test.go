@@ -108,6 +108,8 @@ func TestPoolReadMemory(t *testing.T) {
 		// A record that may enter the memory tier is read whole on its second hit (Open's,
 		// here), and served from memory, with no buffer, after.
 		{"memory tier", []Option{WithMemorySize(64 << 20)}, false},
+		// Values that compress, decompressed into a buffer of the Reader's.
+		{"compressed", []Option{WithCompression(CompressionZstd)}, false},
 	} {
 		t.Run(rd.name, func(t *testing.T) {
 			opts := append([]Option{WithWriteBufferSize(1 << 20), WithSegmentSize(16 << 20), WithExpectedBlobs(1000)}, rd.opts...)
@@ -137,6 +139,9 @@ func TestPoolReadMemory(t *testing.T) {
 func checkReadMemory(t *testing.T, c *Cache, key []byte, attrs string, size int64, exact bool) {
 	t.Helper()
 	v := value(string(key), int(size), int(size))
+	if c.comp != nil {
+		v = modelValue(string(key), 2, int(size)) // compresses
+	}
 	if _, err := c.PutWith(key, v, PutOptions{Attrs: attrs}); err != nil {
 		t.Fatal(err)
 	}
