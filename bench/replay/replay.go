@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/bench/trace"
+	"github.com/seed57392e9e/blobcache/bench/workload"
 )
 
 // KeyLen is the length of the keys the replay writes: the object id, big-endian.
@@ -36,6 +37,14 @@ type Config struct {
 	// MemorySize is blobcache.Options.MemorySize, the memory tier's capacity in bytes (0: none).
 	// With a tier, a request is a whole Get (see Run).
 	MemorySize int64
+	// Compression is blobcache.Options.Compression. MaxSize counts the bytes stored, so a
+	// cache that compresses holds more objects than one that does not at the same MaxSize.
+	Compression blobcache.Compression
+	// Values is what value bytes are cut from: object id's value of n bytes is
+	// Values.Value(id, n), the same bytes every time the object is put. nil: zeros, which is
+	// all a cache that stores values as given needs (only sizes matter to it), and which any
+	// compression shrinks to nothing.
+	Values *workload.Payload
 }
 
 // ParsePolicy turns a policy spec into options: parts joined by '+', each one of
@@ -127,14 +136,21 @@ type Result struct {
 	// FlushedBytes is blobcache.Stats.FlushedBytes after a final Drain: the bytes of records
 	// (64-byte header, key, value) the cache handed to the file system. Segment headers (4 KiB)
 	// and footers (20 bytes a record) are not in it.
-	FlushedBytes uint64  `json:"flushed_bytes"`
-	Policy       string  `json:"policy"`
-	Declined     uint64  `json:"declined"`      // Puts the admission policy declined (each a later miss)
-	Reinserted   uint64  `json:"reinserted"`    // records written again before their segment was evicted
-	ReinsertDrop uint64  `json:"reinsert_drop"` // hit records not written again: over the share
-	Evictions    uint64  `json:"evictions"`     // segments evicted
-	Segments     int     `json:"segments"`      // live segments at the end
-	Seconds      float64 `json:"seconds"`
+	FlushedBytes uint64 `json:"flushed_bytes"`
+	Policy       string `json:"policy"`
+	Declined     uint64 `json:"declined"`      // Puts the admission policy declined (each a later miss)
+	Reinserted   uint64 `json:"reinserted"`    // records written again before their segment was evicted
+	ReinsertDrop uint64 `json:"reinsert_drop"` // hit records not written again: over the share
+	Evictions    uint64 `json:"evictions"`     // segments evicted
+	// Compression is Config.Compression's name; CompressedIn and CompressedOut are the bytes
+	// given to Puts stored compressed and what they were stored in, StoredAsGiven the Puts
+	// whose value did not shrink (blobcache.Stats).
+	Compression   string  `json:"compression"`
+	CompressedIn  uint64  `json:"compressed_in"`
+	CompressedOut uint64  `json:"compressed_out"`
+	StoredAsGiven uint64  `json:"stored_as_given"`
+	Segments      int     `json:"segments"` // live segments at the end
+	Seconds       float64 `json:"seconds"`
 
 	// What the cache held (blobcache.Stats.DataBytes) as a share of MaxSize, sampled every
 	// heldEvery requests once the first segment was evicted: its mean, least and most.
@@ -193,10 +209,18 @@ func ratio(a, b float64) float64 {
 // read when it was opened. Both count a hit in the index alike, so what the segments keep does
 // not depend on which is used.
 func Run(reqs []trace.Request, cfg Config) (Result, error) {
-	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize, Policy: cfg.Policy}
+	res := Result{MaxSize: cfg.MaxSize, SegmentSize: cfg.SegmentSize, WriteBufferSize: cfg.WriteBufferSize, Policy: cfg.Policy,
+		Compression: cfg.Compression.String()}
 	policy, err := ParsePolicy(cfg.Policy, cfg.MaxSize, cfg.MeanSize)
 	if err != nil {
 		return res, err
+	}
+	var largest uint32
+	for _, r := range reqs {
+		largest = max(largest, r.Size)
+	}
+	if cfg.Values != nil && cfg.Values.Len() < int(largest) {
+		return res, fmt.Errorf("replay: values are cut from %d bytes, less than the largest object's %d", cfg.Values.Len(), largest)
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "blobcache-trace-")
 	if err != nil {
@@ -218,6 +242,9 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	if cfg.MemorySize > 0 {
 		opts = append(opts, blobcache.WithMemorySize(cfg.MemorySize))
 	}
+	if cfg.Compression != blobcache.CompressionNone {
+		opts = append(opts, blobcache.WithCompression(cfg.Compression))
+	}
 	opts = append(opts, policy...)
 	c, err := blobcache.New(dir, opts...)
 	if err != nil {
@@ -228,13 +255,13 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 		c.Close()
 		return res, err
 	}
-	var largest uint32
-	for _, r := range reqs {
-		largest = max(largest, r.Size)
+	// Without Config.Values, values are zeros: sizes are what matter. No value is ever
+	// written to, so UnsafePut may keep it until its batch is flushed.
+	value := func(r trace.Request) []byte { return cfg.Values.Value(r.ID, int(r.Size)) }
+	if cfg.Values == nil {
+		zeros := make([]byte, largest)
+		value = func(r trace.Request) []byte { return zeros[:r.Size] }
 	}
-	// Values are zeros: sizes are what matter. The slice is never written, so UnsafePut may
-	// keep it until its batch is flushed.
-	value := make([]byte, largest)
 	var key [KeyLen]byte
 	get := func(k []byte) (*blobcache.Reader, bool) { return c.GetRange(k, 0, 1) }
 	if cfg.MemorySize > 0 {
@@ -268,7 +295,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 		}
 		res.Misses++
 		res.MissBytes += int64(r.Size)
-		err := c.UnsafePut(key[:], value[:r.Size])
+		err := c.UnsafePut(key[:], value(r))
 		switch {
 		case errors.Is(err, blobcache.ErrValueTooLarge):
 			res.Rejected++
@@ -286,6 +313,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	s := c.Stats()
 	res.FlushedBytes, res.Evictions, res.Segments = s.FlushedBytes, s.Evictions, s.Segments
 	res.Declined, res.Reinserted, res.ReinsertDrop = s.Declined, s.Reinserted, s.ReinsertDropped
+	res.CompressedIn, res.CompressedOut, res.StoredAsGiven = s.CompressedBytesIn, s.CompressedBytesOut, s.StoredAsGiven
 	if cfg.MemorySize > 0 {
 		res.Memory = &MemoryResult{Size: cfg.MemorySize, Hits: s.Hits, MemoryHits: s.MemoryHits,
 			Inserts: s.MemoryInserts, Evictions: s.MemoryEvictions, Declined: s.MemoryDeclined,

@@ -1,9 +1,13 @@
 package replay
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/bench/trace"
+	"github.com/seed57392e9e/blobcache/bench/workload"
 )
 
 // A cache larger than the trace's unique bytes misses each object once: the miss ratio is
@@ -136,5 +140,55 @@ func TestRunMemoryTier(t *testing.T) {
 		if tc.noise == 0 && (with.Misses != without.Misses || with.FlushedBytes != without.FlushedBytes) {
 			t.Errorf("%s: %d misses, %d bytes written with the tier; %d, %d without", tc.policy, with.Misses, with.FlushedBytes, without.Misses, without.FlushedBytes)
 		}
+	}
+}
+
+// MaxSize counts the bytes stored: at the same MaxSize, a cache that compresses values that
+// compress holds more of them and misses less; values that do not compress are stored as
+// given, and the cache misses as one that does not compress. Under PolicyFIFO the replays
+// repeat exactly, so without compression text and random values miss alike to the request.
+func TestRunCompression(t *testing.T) {
+	reqs, err := trace.Zipf{Alpha: 0.7, Objects: 2000, Requests: 20000, SizeMin: 4096, SizeMax: 32768, Seed: 4}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := trace.Summarize(reqs)
+	maxSize := sum.UniqueBytes / 4
+	seg, wb, err := Geometry(maxSize, 8, int64(sum.MaxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Text that compresses about fourfold, as source code does.
+	var text []byte
+	for i := 0; len(text) < 1<<20; i++ {
+		text = fmt.Appendf(text, "func f%d(x int) int { return x*%d + len(%q) }\n", i, i%97, strings.Repeat("ab", i%13))
+	}
+	random := workload.NewPayload(int(sum.MaxSize), 5)
+	run := func(c blobcache.Compression, values *workload.Payload) Result {
+		t.Helper()
+		res, err := Run(reqs, Config{Dir: t.TempDir(), MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, Policy: "fifo",
+			Compression: c, Values: values})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s, %d of %d values' bytes: miss ratio %.4f; %d bytes stored compressed in %d, %d stored as given",
+			res.Compression, values.Len(), sum.MaxSize, res.MissRatio(), res.CompressedIn, res.CompressedOut, res.StoredAsGiven)
+		return res
+	}
+	plainText := run(blobcache.CompressionNone, workload.PayloadOf(text))
+	plainRandom := run(blobcache.CompressionNone, random)
+	zstdText := run(blobcache.CompressionZstd, workload.PayloadOf(text))
+	zstdRandom := run(blobcache.CompressionZstd, random)
+	if plainText.Misses != plainRandom.Misses || plainText.Compression != "none" || plainText.CompressedIn != 0 {
+		t.Errorf("without compression: %+v with text, %+v with random values: want the same misses and nothing compressed", plainText, plainRandom)
+	}
+	if zstdText.Compression != "zstd" || zstdText.CompressedOut == 0 || zstdText.CompressedIn < 2*zstdText.CompressedOut || zstdText.MissRatio() >= plainText.MissRatio()-0.05 {
+		t.Errorf("zstd on text: %+v; want values shrunk and the miss ratio well below %.4f", zstdText, plainText.MissRatio())
+	}
+	if zstdRandom.CompressedIn != 0 || zstdRandom.StoredAsGiven == 0 || zstdRandom.Misses != plainRandom.Misses {
+		t.Errorf("zstd on random values: %+v; want every value stored as given and %d misses", zstdRandom, plainRandom.Misses)
+	}
+	if _, err := Run(reqs, Config{Dir: t.TempDir(), MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, Values: workload.PayloadOf(text[:1000])}); err == nil {
+		t.Error("values shorter than the largest object: no error")
 	}
 }

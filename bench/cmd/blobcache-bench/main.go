@@ -6,6 +6,7 @@
 //	blobcache-bench -quick                        # seconds: tiny data, for CI
 //	blobcache-bench -engines blobcache,pebble -phases mixed -repeat 3
 //	blobcache-bench trace -oracle t.oracleGeneral.bin -cache 0.01,0.1   # hit ratio on a trace
+//	blobcache-bench compress -repeat 3 -json compress.json             # what compression buys and costs
 //
 // RocksDB is compiled in only with -tags rocksdb (see bench/run-rocksdb.sh).
 package main
@@ -34,6 +35,9 @@ func main() {
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "trace" {
 		return runTrace(args[1:])
+	}
+	if len(args) > 0 && args[0] == "compress" {
+		return runCompress(args[1:])
 	}
 	fs := flag.NewFlagSet("blobcache-bench", flag.ContinueOnError)
 	d := harness.DefaultConfig()

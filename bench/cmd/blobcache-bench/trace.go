@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/bench/replay"
 	"github.com/seed57392e9e/blobcache/bench/trace"
+	"github.com/seed57392e9e/blobcache/bench/workload"
 )
 
 const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as a look-aside cache.
@@ -30,6 +32,11 @@ policy: fifo, reinsert[=share], probation[=share], second[=ghost entries], parts
 -memory 0,0.1 each case is replayed without a tier and with one. The tier holds copies of values
 the segments hold, so its hits are hits of the cache: the miss ratio counts both tiers, and the
 table adds the share of hits served from memory and the tier's inserts and evictions.
+-compression replays each case once per compression (none, zstd, s2; Options.Compression):
+MaxSize counts the bytes stored, so at the same MaxSize a cache that compresses holds more.
+-values says what the values' bytes are: zeros (the default; only sizes matter without
+compression, and zeros compress to nothing), random (incompressible) or text (slices of the Go
+source tree, -corpus, which compress as text does).
 `
 
 // traceReport is the JSON of a trace run: what bench/scripts/libcachesim_compare.py reads.
@@ -47,6 +54,7 @@ type traceRun struct {
 	WriteAmp      float64 `json:"write_amp"`
 	// MemoryHitShare is the share of hits served from the memory tier; with one only.
 	MemoryHitShare *float64 `json:"memory_hit_share,omitempty"`
+	Values         string   `json:"values"` // zeros, random or text (-values)
 	replay.Result
 }
 
@@ -61,7 +69,7 @@ func runTrace(args []string) error {
 	size := fs.Uint("size", 4096, "zipf: fixed object size, bytes (when -size-max is 0)")
 	sizeMin := fs.Uint("size-min", 1024, "zipf: smallest lognormal object size, bytes")
 	sizeMax := fs.Uint("size-max", 0, "zipf: largest lognormal object size, bytes (0: fixed -size)")
-	seed := fs.Uint64("seed", 1, "zipf: seed")
+	seed := fs.Uint64("seed", 1, "zipf, and -values random: seed")
 	save := fs.String("save", "", "write the trace to this file as oracleGeneral")
 	name := fs.String("name", "", "the trace's name in the table (default: the file's or the zipf parameters)")
 	caches := fs.String("cache", "0.01,0.1", "cache sizes, comma-separated: a fraction of the trace's unique bytes (0.01) or bytes (64MiB, 1GiB, 20000000); '' replays nothing")
@@ -72,6 +80,9 @@ func runTrace(args []string) error {
 	jsonOut := fs.String("json", "", "also write every figure to this file, as JSON")
 	policies := fs.String("policy", "default", "policies, comma-separated (see above); 'default' is the library's")
 	memories := fs.String("memory", "0", "memory tier sizes, comma-separated: a fraction of the cache size (0.1) or bytes (as -cache); 0: no tier")
+	compressions := fs.String("compression", "none", "compressions, comma-separated: none, zstd, s2 (Options.Compression); each case is replayed once per compression")
+	valuesKind := fs.String("values", "zeros", "value bytes: zeros, random (incompressible) or text (slices of the -corpus Go source)")
+	corpus := fs.String("corpus", "", "-values text: directory whose .go files, concatenated, values are cut from (default $(go env GOROOT)/src)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,6 +122,18 @@ func runTrace(args []string) error {
 		fmt.Fprintf(os.Stderr, "trace: wrote %d requests to %s\n", len(reqs), *save)
 	}
 	sum := trace.Summarize(reqs)
+	var comps []blobcache.Compression
+	for _, name := range cmpList(split(*compressions), []string{"none"}) {
+		c, err := blobcache.ParseCompression(name)
+		if err != nil {
+			return fmt.Errorf("trace: -compression: %w", err)
+		}
+		comps = append(comps, c)
+	}
+	values, err := traceValues(*valuesKind, *corpus, int(sum.MaxSize), *seed)
+	if err != nil {
+		return err
+	}
 	rep := traceReport{Trace: label, Summary: sum}
 	for _, cs := range split(*caches) {
 		maxSize, err := parseCacheSize(cs, sum.UniqueBytes)
@@ -133,22 +156,26 @@ func runTrace(args []string) error {
 				if err != nil {
 					return err
 				}
-				res, err := replay.Run(reqs, replay.Config{
-					Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
-					Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)), MemorySize: memSize,
-				})
-				if err != nil {
-					return fmt.Errorf("trace %s, cache %s, policy %s, memory %s: %w", label, cs, pol, ms, err)
+				for _, comp := range comps {
+					res, err := replay.Run(reqs, replay.Config{
+						Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
+						Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)), MemorySize: memSize,
+						Compression: comp, Values: values,
+					})
+					if err != nil {
+						return fmt.Errorf("trace %s, cache %s, policy %s, memory %s, compression %s: %w", label, cs, pol, ms, comp, err)
+					}
+					run := traceRun{
+						Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
+						MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(),
+						Values: *valuesKind, Result: res,
+					}
+					if res.Memory != nil {
+						share := res.Memory.HitShare()
+						run.MemoryHitShare = &share
+					}
+					rep.Runs = append(rep.Runs, run)
 				}
-				run := traceRun{
-					Cache: cs, Fraction: float64(maxSize) / float64(max(sum.UniqueBytes, 1)),
-					MissRatio: res.MissRatio(), ByteMissRatio: res.ByteMissRatio(), WriteAmp: res.WriteAmp(), Result: res,
-				}
-				if res.Memory != nil {
-					share := res.Memory.HitShare()
-					run.MemoryHitShare = &share
-				}
-				rep.Runs = append(rep.Runs, run)
 			}
 		}
 	}
@@ -175,22 +202,39 @@ func traceMarkdown(rep traceReport) string {
 	if len(rep.Runs) == 0 {
 		return b.String()
 	}
-	tiered := false
+	tiered, compressed := false, false
 	for _, r := range rep.Runs {
 		tiered = tiered || r.Memory != nil
+		compressed = compressed || r.Compression != "none" || r.Values != "zeros"
 	}
-	b.WriteString("| cache | policy | MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | held / MaxSize: mean (min-max) | evictions | reinserted | declined | seconds |")
+	b.WriteString("| cache | policy |")
+	if compressed {
+		b.WriteString(" compression | values | stored / given | given compressed / missed bytes |")
+	}
+	b.WriteString(" MaxSize, bytes | segments x SegmentSize | WriteBufferSize | miss ratio | byte miss ratio | written / requested | held / MaxSize: mean (min-max) | evictions | reinserted | declined | seconds |")
 	if tiered {
 		b.WriteString(" memory, bytes | memory hits / hits | memory inserts | memory evictions |")
 	}
-	b.WriteString("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	b.WriteString("\n|---|---|")
+	if compressed {
+		b.WriteString("---|---|--:|--:|")
+	}
+	b.WriteString("--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	if tiered {
 		b.WriteString("--:|--:|--:|--:|")
 	}
 	b.WriteString("\n")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(&b, "| %.3g | %s | %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %.3f (%.3f-%.3f) | %d | %d | %d | %.1f |",
-			r.Fraction, r.Policy, r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
+		fmt.Fprintf(&b, "| %.3g | %s |", r.Fraction, r.Policy)
+		if compressed {
+			stored := "-"
+			if r.CompressedIn > 0 {
+				stored = fmt.Sprintf("%.3f", float64(r.CompressedOut)/float64(r.CompressedIn))
+			}
+			fmt.Fprintf(&b, " %s | %s | %s | %.3f |", r.Compression, r.Values, stored, float64(r.CompressedIn)/float64(max(r.MissBytes, 1)))
+		}
+		fmt.Fprintf(&b, " %d | %d x %.2f MiB | %d KiB | %.4f | %.4f | %.3f | %.3f (%.3f-%.3f) | %d | %d | %d | %.1f |",
+			r.MaxSize, r.MaxSize/r.SegmentSize, float64(r.SegmentSize)/(1<<20), r.WriteBufferSize>>10,
 			r.MissRatio, r.ByteMissRatio, r.WriteAmp, r.HeldMean, r.HeldMin, r.HeldMax, r.Evictions, r.Reinserted, r.Declined, r.Seconds)
 		switch m := r.Memory; {
 		case m != nil:
@@ -202,6 +246,41 @@ func traceMarkdown(rep traceReport) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// traceValues returns what the replay cuts values of up to largest bytes from: nil for zeros,
+// random bytes (from seed), or the Go source under corpus ("": $(go env GOROOT)/src).
+func traceValues(kind, corpus string, largest int, seed uint64) (*workload.Payload, error) {
+	switch kind {
+	case "zeros":
+		return nil, nil
+	case "random":
+		return workload.NewPayload(largest, seed), nil
+	case "text":
+		text, _, _, err := readCorpus(corpus)
+		if err != nil {
+			return nil, err
+		}
+		if len(text) < largest {
+			return nil, fmt.Errorf("trace: -values text: the corpus has %d bytes, less than the largest object's %d", len(text), largest)
+		}
+		return workload.PayloadOf(text), nil
+	}
+	return nil, fmt.Errorf("trace: -values %q: zeros, random or text", kind)
+}
+
+// readCorpus returns the .go files under dir concatenated ("": $(go env GOROOT)/src), with the
+// directory read and the number of files.
+func readCorpus(dir string) (text []byte, read string, files int, err error) {
+	if dir == "" {
+		root, err := workload.GoRoot()
+		if err != nil {
+			return nil, "", 0, err
+		}
+		dir = filepath.Join(root, "src")
+	}
+	text, files, err = workload.GoSource(dir)
+	return text, dir, files, err
 }
 
 // parseCacheSize reads a cache size: a fraction of unique (a number with a dot, at most 1) or

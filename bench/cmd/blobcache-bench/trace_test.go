@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,4 +140,66 @@ func traceJSON(t *testing.T, dir string, args ...string) (traceReport, string) {
 		t.Fatal(err)
 	}
 	return rep, stdout
+}
+
+// TestTraceCompression replays a tiny trace with text values, without compression and with
+// zstd (-compression none,zstd -values text): at the same MaxSize the cache that compresses
+// holds more and misses less. With random values, zstd stores every value as given and misses
+// as none does (PolicyFIFO repeats exactly). Without the flags, the table has no compression
+// column.
+func TestTraceCompression(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	zipf := []string{"-zipf", "0.7", "-objects", "2000", "-requests", "20000", "-size-min", "4096", "-size-max", "32768",
+		"-cache", "0.25", "-policy", "fifo", "-compression", "none,zstd", "-corpus", corpus}
+	text, stdout := traceJSON(t, dir, append(zipf, "-values", "text")...)
+	if !strings.Contains(stdout, "| compression | values |") {
+		t.Errorf("no compression column:\n%s", stdout)
+	}
+	random, _ := traceJSON(t, dir, append(zipf, "-values", "random")...)
+	if len(text.Runs) != 2 || len(random.Runs) != 2 {
+		t.Fatalf("%d and %d runs, want 2 each", len(text.Runs), len(random.Runs))
+	}
+	for _, rep := range []traceReport{text, random} {
+		for i, want := range []string{"none", "zstd"} {
+			if r := rep.Runs[i]; r.Compression != want || r.MaxSize != rep.Runs[0].MaxSize {
+				t.Errorf("run %d: compression %q, MaxSize %d; want %q, %d", i, r.Compression, r.MaxSize, want, rep.Runs[0].MaxSize)
+			}
+		}
+	}
+	none, zstd := text.Runs[0], text.Runs[1]
+	t.Logf("text: miss ratio %.4f without compression, %.4f with zstd (stored %d of %d bytes compressed)", none.MissRatio, zstd.MissRatio, zstd.CompressedOut, zstd.CompressedIn)
+	if none.Values != "text" || zstd.CompressedIn < 2*zstd.CompressedOut || zstd.MissRatio >= none.MissRatio-0.05 {
+		t.Errorf("text: %+v without compression, %+v with zstd: want values shrunk and fewer misses", none, zstd)
+	}
+	if r := random.Runs; r[1].CompressedIn != 0 || r[1].StoredAsGiven == 0 || r[0].Misses != r[1].Misses {
+		t.Errorf("random: %+v without compression, %+v with zstd: want every value stored as given and the same misses", r[0], r[1])
+	}
+	_, stdout = traceJSON(t, dir, "-zipf", "0.7", "-objects", "2000", "-requests", "5000", "-size", "2048", "-cache", "0.25", "-policy", "fifo")
+	if strings.Contains(stdout, "compression") {
+		t.Errorf("a compression column without -compression:\n%s", stdout)
+	}
+	if err := run([]string{"trace", "-zipf", "0.7", "-objects", "100", "-requests", "100", "-values", "ones"}); err == nil {
+		t.Error("-values ones: no error")
+	}
+}
+
+// writeCorpus writes a directory holding one .go file of about 1 MiB of Go-like text that
+// compresses about threefold, and returns it.
+func writeCorpus(t *testing.T, dir string) string {
+	t.Helper()
+	corpus := filepath.Join(dir, "corpus")
+	if err := os.Mkdir(corpus, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var text []byte
+	x := uint64(1)
+	for i := 0; len(text) < 1<<20; i++ {
+		x = x*6364136223846793005 + 1442695040888963407 // a constant no line shares with another
+		text = fmt.Appendf(text, "// f%d returns x scaled.\nfunc f%d(x int) int { return x*%d + 0x%x }\n\n", i, i, i%1000, x)
+	}
+	if err := os.WriteFile(filepath.Join(corpus, "f.go"), text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return corpus
 }
