@@ -9,7 +9,8 @@
 # Only Go is required. The differential tests of the memcached protocol need a real memcached and
 # libmemcached's memcapable, the scale-out test twemproxy (nutcracker), the client test Python's
 # pymemcache and python-memcached, the check of the systemd unit systemd-analyze, the exporter
-# test the Prometheus memcached_exporter (built here from its Go module): without them
+# test the Prometheus memcached_exporter (built here from its Go module), the compressed values'
+# tests the zstd command and curl (decoders nobody here wrote): without them
 # those tests skip, saying so, and this script lists them at the start; with CI=true (as in CI)
 # they fail instead.
 set -euo pipefail
@@ -30,6 +31,8 @@ have nutcracker || pkgs+=(nutcracker)
 have memcached || pkgs+=(memcached)
 have memcapable || have memccapable || pkgs+=(libmemcached-tools)
 have systemd-analyze || pkgs+=(systemd)
+have zstd || pkgs+=(zstd)
+have curl || pkgs+=(curl)
 if [ ${#pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		export DEBIAN_FRONTEND=noninteractive
@@ -44,6 +47,8 @@ have nutcracker || missing+=("twemproxy (nutcracker): TestTwemproxy and TestTwem
 have memcached || missing+=("memcached: the protocol oracle tests (server/memcache, oracle_test.go)")
 have memcapable || have memccapable || missing+=("memcapable (libmemcached-tools): TestMemcapable")
 have systemd-analyze || missing+=("systemd-analyze (systemd): TestSystemdUnit (cmd/blobcache)")
+have zstd || missing+=("zstd: TestZstdStream (internal/codec)")
+have curl || missing+=("curl: TestGetZstd's decoding by curl (server/httpapi)")
 
 # The Python memcached clients that TestPythonClients drives.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c "import pymemcache, memcache" >/dev/null 2>&1; then
