@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -15,6 +16,7 @@ import (
 	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/corpus"
 	"github.com/seed57392e9e/blobcache/internal/segment"
+	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
 // goSource returns n bytes of Go source from the toolchain's tree, starting at byte skip: real
@@ -320,5 +322,87 @@ func TestOpenEncoded(t *testing.T) {
 		if enc, got, _ := read(tc.key, tc.accept); enc != CompressionNone || !bytes.Equal(got, tc.want) {
 			t.Fatalf("%s accepting %v: %v, %d bytes", tc.key, tc.accept, enc, len(got))
 		}
+	}
+}
+
+// readCountingFS counts the bytes read from files through it.
+type readCountingFS struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+func (fs *readCountingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &readCountingFile{File: f, n: &fs.n}, nil
+}
+
+type readCountingFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f *readCountingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+func (f *readCountingFile) ReadvAt(bufs [][]byte, off int64) (int, error) {
+	n, err := f.File.ReadvAt(bufs, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+// TestCompressedRangeReadsItsBlocks: a range of a large compressed value (stored in more than
+// smallRecord bytes: a smaller record is read whole, as any record that small) reads the
+// record's header, the table and the blocks that hold the range, not the value: through GetRange
+// and ReadAt.
+func TestCompressedRangeReadsItsBlocks(t *testing.T) {
+	fs := &readCountingFS{FS: vfs.Default}
+	c, err := New(t.TempDir(), withFS(fs), WithBufferedReads(true), WithCompression(CompressionZstd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	value := goSource(t, 0, 24*codec.BlockSize)
+	if err := c.Put([]byte("k"), value); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	stored := int64(c.Stats().CompressedBytesOut)
+	if stored <= smallRecord {
+		t.Fatalf("the value is stored in %d bytes, not more than smallRecord", stored)
+	}
+	off := int64(17*codec.BlockSize + 100) // in block 17
+	for _, how := range []string{"GetRange", "ReadAt"} {
+		before := fs.n.Load()
+		got := make([]byte, 1000)
+		switch how {
+		case "GetRange":
+			r, ok := c.GetRange([]byte("k"), off, 1000)
+			if !ok {
+				t.Fatal("GetRange missed")
+			}
+			if _, err := io.ReadFull(r, got); err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+		case "ReadAt":
+			if _, err := c.ReadAt([]byte("k"), got, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, value[off:off+1000]) {
+			t.Fatalf("%s: wrong bytes", how)
+		}
+		// The header and key, the table, and one block: about a 24th of the stored value.
+		read := fs.n.Load() - before
+		if read > stored/12 {
+			t.Fatalf("%s of 1,000 bytes read %d bytes of a value stored in %d", how, read, stored)
+		}
+		t.Logf("%s of 1,000 bytes in block 17 of 24: %d bytes read, the value is stored in %d", how, read, stored)
 	}
 }
