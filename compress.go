@@ -54,7 +54,7 @@ func ParseCompression(s string) (Compression, error) {
 // compress returns the stored form of value, in a pooled buffer the caller puts back, when the
 // cache compresses and value is worth it; ok is false otherwise (value is stored as given).
 func (c *Cache) compress(value []byte) (stored []byte, buf *[]byte, ok bool) {
-	if c.comp == nil || len(value) < codec.MinValue {
+	if !c.compresses(int64(len(value))) {
 		return nil, nil, false
 	}
 	buf = getBuf(codec.MaxStored(len(value)))
@@ -68,6 +68,14 @@ func (c *Cache) compress(value []byte) (stored []byte, buf *[]byte, ok bool) {
 	c.stats.compressedIn.Add(uint64(len(value)))
 	c.stats.compressedOut.Add(uint64(len(stored)))
 	return stored, buf, true
+}
+
+// compresses reports whether a value of n bytes is tried for compression: the cache compresses,
+// and the value is at least codec.MinValue and at most a write buffer (a larger one is written
+// straight into its segment as given). So a compressed value is never larger than a write buffer,
+// which bounds what a read of one decompresses into.
+func (c *Cache) compresses(n int64) bool {
+	return c.comp != nil && n >= codec.MinValue && n <= c.opts.WriteBufferSize
 }
 
 // compressInto makes hdr (of a put of value, its sums sealed) describe value's stored form

@@ -144,13 +144,19 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 		// buffer (Reader.Read), which replaces the first.
 		held = max(held, int64(bufSize(streamChunk)))
 	}
-	if c.comp != nil && size >= codec.MinValue {
+	if c.compresses(size) {
 		// A compressed value is decompressed into a buffer of its own size, from its stored
 		// bytes read into another when the first read did not bring them all (compress.go).
 		held += int64(bufSize(int(size))) + int64(bufSize(codec.MaxStored(int(size))))
 	}
 	return held
 }
+
+// WriteBufferSize is the size of one write batch (Options.WriteBufferSize once defaults are
+// applied). PutFrom may read a value up to it whole (see PutFromMemory), and a value up to it may
+// be stored compressed, so PutFromMemory and ReadMemory are not largest at the largest value: a
+// caller that bounds the memory of its requests asks them at this size too.
+func (c *Cache) WriteBufferSize() int64 { return c.opts.WriteBufferSize }
 
 // PutFromMemory returns the memory, in bytes, that PutFrom (or PutFromWith) of a value of size
 // bytes holds while it reads the value. A value it reads whole (up to StreamThreshold; any value
@@ -162,7 +168,7 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 func (c *Cache) PutFromMemory(size int64) int64 {
 	// As putFrom decides (stream.go); a value compressed has its stored form too (compress.go).
 	if c.readsWhole(size) {
-		if c.comp != nil && size >= codec.MinValue {
+		if c.compresses(size) {
 			return int64(bufSize(int(size)) + bufSize(codec.MaxStored(int(size))))
 		}
 		return int64(bufSize(int(size)))

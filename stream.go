@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/index"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -169,7 +168,7 @@ func (c *Cache) putFrom(key []byte, r io.Reader, size int64, m *writeMeta) error
 // (a streamed value would enter on its second hit).
 func (c *Cache) readsWhole(size int64) bool {
 	return size <= int64(c.chunkSize()) || !c.layout.streams() ||
-		c.comp != nil && size >= codec.MinValue && size <= c.opts.WriteBufferSize ||
+		c.compresses(size) ||
 		c.admitsOnWrite() && size <= c.opts.WriteBufferSize
 }
 

@@ -61,9 +61,13 @@ func New(c *blobcache.Cache, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: MaxValueSize %d is outside [1, %d], the cache's limit for a key of %d bytes",
 			cfg.MaxValueSize, limit, blobcache.MaxKeyLen)
 	}
-	// The largest stored blob is a legacy item's: the payload behind an item header.
-	biggest := max(c.PutFromMemory(cfg.MaxValueSize),
-		readMemory(c, blobcache.MaxKeyLen, blobcache.MaxAttrLen, cfg.MaxValueSize+item.HeaderSize))
+	// The largest stored blob is a legacy item's: the payload behind an item header. A value of
+	// a write buffer's size may hold more than the largest (blobcache.Cache.WriteBufferSize).
+	var biggest int64
+	for _, n := range []int64{cfg.MaxValueSize, min(cfg.MaxValueSize, c.WriteBufferSize())} {
+		biggest = max(biggest, c.PutFromMemory(n),
+			readMemory(c, blobcache.MaxKeyLen, blobcache.MaxAttrLen, n+item.HeaderSize))
+	}
 	if cfg.MaxInflightBytes == 0 {
 		cfg.MaxInflightBytes = 256 << 20
 	}
