@@ -152,7 +152,7 @@ func (c *Cache) decodeRange(f blobFile, valOff int64, hdr record.Header, have, d
 // own, from have (the stored value's bytes the first read brought in) and what else of the
 // stored value the range needs, read through rd. A whole value read on its second hit enters
 // the memory tier decompressed (admit). Damage is a miss, counted and noted.
-func (c *Cache) openCompressed(l *keyLookup, rd blobFile, hold *readHold, hdr record.Header, attrs string, have []byte, off, n int64, admit bool) (*Reader, openResult) {
+func (c *Cache) openCompressed(l *keyLookup, rd blobFile, hdr record.Header, attrs string, have []byte, off, n int64, admit bool) (*Reader, openResult) {
 	vlen := int64(hdr.DataLen)
 	off = min(off, vlen)
 	end := vlen
@@ -179,7 +179,7 @@ func (c *Cache) openCompressed(l *keyLookup, rd blobFile, hold *readHold, hdr re
 		// Checked block by block as it was decompressed.
 		l.admitToMemory(plainHeader(hdr), attrs, *out, true)
 	}
-	// The file is not needed past here: hold releases it, and the Reader keeps out alone.
+	// The file is not needed past here: openRecord releases it, and the Reader keeps out alone.
 	r := &Reader{c: c, h: l.h, loc: l.loc, size: end - off, hdr: hdr, attrs: attrs, val: *out, buf: out}
 	if r.size == 0 {
 		r.finish()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -94,6 +95,22 @@ func checkBlobs(t *testing.T, c *Cache, cases []compressedCase, when string) {
 			t.Fatalf("%s: Stat %s: %+v, %v", when, tc.key, info, err)
 		}
 	}
+	keys := make([][]byte, len(cases))
+	for i, tc := range cases {
+		keys[i] = []byte(tc.key)
+	}
+	seen := 0
+	err := c.GetMany(keys, func(i int, r *Reader) error {
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, cases[i].value) {
+			return fmt.Errorf("GetMany %s: %d bytes, %v", cases[i].key, len(got), err)
+		}
+		seen++
+		return nil
+	})
+	if err != nil || seen != len(cases) {
+		t.Fatalf("%s: %d of %d, %v", when, seen, len(cases), err)
+	}
 }
 
 // TestCompressionRoundTrip stores text, random bytes and a short value with each codec, and
@@ -140,6 +157,14 @@ func TestCompressionRoundTrip(t *testing.T) {
 				}
 				defer c.Close()
 				checkBlobs(t, c, cases, "reopened")
+				// Touch writes a blob again with a new expiry: compressed or not as this open
+				// decides (none here), the same bytes.
+				for _, tc := range cases {
+					if err := c.Touch([]byte(tc.key), time.Now().Add(time.Hour)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				checkBlobs(t, c, cases, "touched")
 				if id, err := readIdentityFile(dir); err != nil || id.Version != identityCompressedVersion {
 					t.Fatalf("identity after a reopen without compression: %+v, %v", id, err)
 				}

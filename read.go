@@ -287,7 +287,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		return nil, res
 	}
 	if hdr.Codec != 0 && hdr.Codec != l.accept {
-		return c.openCompressed(l, rd, &hold, hdr, attrs, b[hk:], reqOff, reqN, admit)
+		return c.openCompressed(l, rd, hdr, attrs, b[hk:], reqOff, reqN, admit)
 	}
 	// From here the value's bytes are delivered as stored; compressed ones (OpenEncoded) never
 	// enter the memory tier, which holds values.
