@@ -431,3 +431,42 @@ func TestCompressedRangeReadsItsBlocks(t *testing.T) {
 		t.Logf("%s of 1,000 bytes in block 17 of 24: %d bytes read, the value is stored in %d", how, read, stored)
 	}
 }
+
+// TestCompressionCountsStoredBytes: MaxSize and eviction count the bytes stored, so a cache that
+// compresses holds values worth twice its MaxSize without evicting, where one that does not
+// evicts; the disk stays within the bound either way.
+func TestCompressionCountsStoredBytes(t *testing.T) {
+	const maxSize = 8 << 20
+	text := goSource(t, 0, 4<<20)
+	for _, comp := range []Compression{CompressionNone, CompressionZstd} {
+		c, err := New(t.TempDir(), small(WithMaxSize(maxSize), WithPolicy(PolicyFIFO), WithCompression(comp))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n, size = 400, 40 << 10 // 16 MB of values, twice MaxSize, each within a write buffer
+		for i := range n {
+			off := i * 9973 % (len(text) - size)
+			if err := c.Put(fmt.Appendf(nil, "k%d", i), text[off:off+size]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Drain()
+		var held int64
+		for i := range n {
+			if info, err := c.Stat(fmt.Appendf(nil, "k%d", i)); err == nil {
+				held += info.Size
+			}
+		}
+		st := c.Stats()
+		t.Logf("%v: %d blobs, %d value bytes held in MaxSize %d, %d evictions, %d disk bytes", comp, st.Blobs, held, maxSize, st.Evictions, st.DiskBytes)
+		switch {
+		case st.DiskBytes > maxSize:
+			t.Fatalf("%v: %d disk bytes over MaxSize %d", comp, st.DiskBytes, maxSize)
+		case comp == CompressionNone && (st.Evictions == 0 || held > maxSize):
+			t.Fatalf("without compression: %d evictions, %d bytes held", st.Evictions, held)
+		case comp != CompressionNone && (st.Evictions != 0 || st.Blobs != n || held < 2*maxSize-maxSize/8):
+			t.Fatalf("with compression: %d evictions, %d blobs, %d bytes held", st.Evictions, st.Blobs, held)
+		}
+		c.Close()
+	}
+}
