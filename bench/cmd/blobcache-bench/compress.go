@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -401,16 +400,25 @@ func runCompress(args []string) error {
 		rep.Throughput = summarizeThroughput(tpCases)
 	}
 	fmt.Print(compressMarkdown(rep, cfg))
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
+	return writeJSON(*jsonOut, rep)
+}
+
+// throughputHead writes the head of a Put and Get table, whose CPU columns are per byte in unit
+// ("ns/B", or "/B" for ratios), with the cold columns when cold.
+func throughputHead(b *strings.Builder, unit string, cold bool) {
+	cpu := "CPU " + unit
+	if unit == "/B" {
+		cpu = "CPU/B"
 	}
-	return nil
+	fmt.Fprintf(b, "| values | compression | Put MB/s | Put %s | Get warm MB/s | Get warm %s |", cpu, cpu)
+	if cold {
+		fmt.Fprintf(b, " Get cold MB/s | Get cold %s |", cpu)
+	}
+	b.WriteString("\n|---|---|--:|--:|--:|--:|")
+	if cold {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
 }
 
 // throughputMaxSize is the MaxSize of the throughput part: room for four times what it puts,
@@ -774,15 +782,7 @@ func compressMarkdown(rep compressReport, cfg compressConfig) string {
 		fmt.Fprintf(&b, "#### Put and Get: %s of values per configuration, MaxSize %s (nothing evicted); cold: %s\n\n",
 			human(cfg.bytes), human(throughputMaxSize(cfg.bytes)), rep.Cold)
 		cold := rep.Throughput[0].GetCold != nil
-		b.WriteString("| values | compression | Put MB/s | Put CPU ns/B | Get warm MB/s | Get warm CPU ns/B |")
-		if cold {
-			b.WriteString(" Get cold MB/s | Get cold CPU ns/B |")
-		}
-		b.WriteString("\n|---|---|--:|--:|--:|--:|")
-		if cold {
-			b.WriteString("--:|--:|")
-		}
-		b.WriteString("\n")
+		throughputHead(&b, "ns/B", cold)
 		for _, c := range rep.Throughput {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |", c.Values, c.Compression,
 				fmtSpread(c.Put.MBps, 0), fmtSpread(c.Put.CPUNsPerByte, 3), fmtSpread(c.GetWarm.MBps, 0), fmtSpread(c.GetWarm.CPUNsPerByte, 3))
@@ -792,15 +792,7 @@ func compressMarkdown(rep compressReport, cfg compressConfig) string {
 			b.WriteString("\n")
 		}
 		b.WriteString("\nThe same, each round over none's in the same round (same values): MB/s ratio, CPU per byte ratio.\n\n")
-		b.WriteString("| values | compression | Put MB/s | Put CPU/B | Get warm MB/s | Get warm CPU/B |")
-		if cold {
-			b.WriteString(" Get cold MB/s | Get cold CPU/B |")
-		}
-		b.WriteString("\n|---|---|--:|--:|--:|--:|")
-		if cold {
-			b.WriteString("--:|--:|")
-		}
-		b.WriteString("\n")
+		throughputHead(&b, "/B", cold)
 		for _, c := range rep.Throughput {
 			if c.PutVsNone == nil {
 				continue

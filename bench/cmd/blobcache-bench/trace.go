@@ -180,16 +180,19 @@ func runTrace(args []string) error {
 		}
 	}
 	fmt.Print(traceMarkdown(rep))
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
+	return writeJSON(*jsonOut, rep)
+}
+
+// writeJSON writes v, indented, to the file path; with path "" it writes nothing.
+func writeJSON(path string, v any) error {
+	if path == "" {
+		return nil
 	}
-	return nil
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // traceMarkdown is the table of a trace run.
