@@ -26,9 +26,6 @@ const (
 	S2 Codec = 2
 )
 
-// MaxCodec is the largest codec number the stored format has room for (two bits).
-const MaxCodec = 3
-
 func (c Codec) String() string {
 	switch c {
 	case None:
@@ -130,10 +127,10 @@ func (c *Compressor) Codec() Codec { return c.codec }
 // samplePool holds s2's output for the sample.
 var samplePool = sync.Pool{New: func() any { b := make([]byte, s2.MaxEncodedLen(sampleLen)); return &b }}
 
-// Compressible reports whether value is worth compressing: long enough, and a sample of it
+// compressible reports whether value is worth compressing: long enough, and a sample of it
 // (sampleLen bytes from its middle) shrinks by a sixteenth under s2. It costs a small fraction
 // of a copy of the value.
-func Compressible(value []byte) bool {
+func compressible(value []byte) bool {
 	if len(value) < MinValue {
 		return false
 	}
@@ -149,10 +146,10 @@ func Compressible(value []byte) bool {
 }
 
 // Compress appends the stored form of value to dst and returns it with true, or returns dst
-// unchanged and false when value is not worth compressing (see Compressible) or did not shrink
+// unchanged and false when value is not worth compressing (see compressible) or did not shrink
 // by a thirty-second once compressed: the caller then stores value as given.
 func (c *Compressor) Compress(dst, value []byte) ([]byte, bool) {
-	if !Compressible(value) {
+	if !compressible(value) {
 		return dst, false
 	}
 	n := int64(len(value))
@@ -198,8 +195,8 @@ type Table struct {
 	entries []byte // m entries, as stored
 }
 
-// HeadLen returns how many bytes of a stored value ParseTable needs, given at least its first 8.
-func HeadLen(b []byte) (int64, error) {
+// headLen returns how many bytes of a stored value ParseTable needs, given at least its first 8.
+func headLen(b []byte) (int64, error) {
 	if len(b) < 8 {
 		return 0, fmt.Errorf("%w: %d bytes, a table needs 8 to start", ErrCorrupt, len(b))
 	}
@@ -215,9 +212,9 @@ func HeadLen(b []byte) (int64, error) {
 
 // ParseTable decodes and checks the table at the start of stored, a stored value of storedLen
 // bytes in all that decompresses to n bytes (both from the record's header). stored must hold
-// the table (see HeadLen); the bytes after it are not looked at.
+// the table (see headLen); the bytes after it are not looked at.
 func ParseTable(stored []byte, storedLen, n int64) (Table, error) {
-	tl, err := HeadLen(stored)
+	tl, err := headLen(stored)
 	if err != nil {
 		return Table{}, err
 	}
@@ -294,10 +291,10 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, BlockSize); retu
 // its CRC-32C before it is decompressed, and must decompress to its exact length.
 func (t Table) Decode(c Codec, dst []byte, off int64, span []byte, first, last int) error {
 	end := off + int64(len(dst))
-	if off < 0 || end > t.n || len(dst) == 0 {
-		if len(dst) == 0 {
-			return nil
-		}
+	if len(dst) == 0 {
+		return nil
+	}
+	if off < 0 || end > t.n {
 		return fmt.Errorf("codec: range [%d, %d) of a %d-byte value", off, end, t.n)
 	}
 	if f, l := t.Cover(off, end); f < first || l > last {
