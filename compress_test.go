@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/codec"
 	"github.com/seed57392e9e/blobcache/internal/corpus"
-	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
 )
 
@@ -243,12 +241,7 @@ func TestCompressionDamage(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Close()
-			seg := filepath.Join(dir, segDir, segment.FileName(1))
-			b, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off, h := findRecord(t, b, "k")
+			_, b, off, h := segmentRecord(t, dir, "k")
 			stored := b[off+h.ValueOffset() : off+h.AttrOffset()]
 			tab, err := codec.ParseTable(stored, int64(len(stored)), int64(len(value)))
 			if err != nil {

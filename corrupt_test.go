@@ -527,12 +527,7 @@ func TestDamageInUnsealedSegmentNeverServesOlderValue(t *testing.T) {
 	c.Drain()
 	c.crash()
 	// Damage the header of "other", between the old and the new records of k and gone.
-	seg := filepath.Join(dir, segDir, segment.FileName(1))
-	b, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, _ := findRecord(t, b, "other")
+	seg, b, off, _ := segmentRecord(t, dir, "other")
 	b[off+8] ^= 0x04 // valueLen
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -560,12 +555,7 @@ func TestWriteToWithholdsADamagedTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Close()
-			seg := filepath.Join(dir, segDir, segment.FileName(1))
-			b, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off, h := findRecord(t, b, "big")
+			_, b, off, h := segmentRecord(t, dir, "big")
 			off += int64(h.ValueOffset()) + int64(size) - 1 // the value's last byte
 			damage(t, dir, filepath.Join(segDir, segment.FileName(1)), off, b, []byte{0x20})
 			c = open(t, dir, WithVerifyOnRead(true))
@@ -587,6 +577,19 @@ func TestWriteToWithholdsADamagedTail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// segmentRecord reads the first segment of the cache in dir and finds key's record in it: the
+// segment's path and bytes, and the record's offset and header.
+func segmentRecord(t *testing.T, dir, key string) (path string, seg []byte, off int64, h record.Header) {
+	t.Helper()
+	path = filepath.Join(dir, segDir, segment.FileName(1))
+	seg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, h = findRecord(t, seg, key)
+	return path, seg, off, h
 }
 
 // findRecord returns the offset and header of the first record of key in seg, a segment file's

@@ -7,13 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/seed57392e9e/blobcache/internal/segment"
 )
 
 // warm reads key until the memory tier serves it (its second hit from the segments puts it
@@ -499,12 +496,7 @@ func TestMemoryOnWriteDamageAfter(t *testing.T) {
 // flipValueBit flips a bit of byte at of key's value in the first segment of the cache in dir.
 func flipValueBit(t *testing.T, dir, key string, at int64) {
 	t.Helper()
-	seg := filepath.Join(dir, segDir, segment.FileName(1))
-	b, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, h := findRecord(t, b, key)
+	seg, b, off, h := segmentRecord(t, dir, key)
 	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
