@@ -352,45 +352,47 @@ func runCompress(args []string) error {
 		sets = append(sets, v)
 	}
 
+	// Each case is a value set and a compression, in this order; every round runs them all,
+	// alternating, once per part.
+	type valueCase struct {
+		v *valueSet
+		c blobcache.Compression
+	}
+	var cases []valueCase
 	var capCases []*capacityCase
 	var tpCases []*throughputCase
 	for _, v := range sets {
 		for _, c := range comps {
+			cases = append(cases, valueCase{v, c})
 			capCases = append(capCases, &capacityCase{Values: v.kind, Compression: c.String(), MaxSize: cfg.maxSize})
 			tpCases = append(tpCases, &throughputCase{Values: v.kind, Compression: c.String(), MaxSize: throughputMaxSize(cfg.bytes), Bytes: cfg.bytes})
 		}
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "compress: "+format+"\n", a...) }
 	for round := 1; round <= *repeat; round++ {
-		k := 0
-		for _, v := range sets {
-			for _, c := range comps {
-				if doCapacity {
-					r, err := runCapacity(cfg, v, c)
-					if err != nil {
-						return fmt.Errorf("compress: capacity, %s values, %s: %w", v.kind, c, err)
-					}
-					capCases[k].runs = append(capCases[k].runs, &r)
-					logf("round %d capacity %s %s: held %.3f of MaxSize (%d of %d values), %.1f s",
-						round, v.kind, c, float64(r.HeldBytes)/float64(cfg.maxSize), r.HeldValues, r.PutValues, r.Seconds)
-				}
-				k++
+		for k, vc := range cases {
+			if !doCapacity {
+				break
 			}
+			r, err := runCapacity(cfg, vc.v, vc.c)
+			if err != nil {
+				return fmt.Errorf("compress: capacity, %s values, %s: %w", vc.v.kind, vc.c, err)
+			}
+			capCases[k].runs = append(capCases[k].runs, &r)
+			logf("round %d capacity %s %s: held %.3f of MaxSize (%d of %d values), %.1f s",
+				round, vc.v.kind, vc.c, float64(r.HeldBytes)/float64(cfg.maxSize), r.HeldValues, r.PutValues, r.Seconds)
 		}
-		k = 0
-		for _, v := range sets {
-			for _, c := range comps {
-				if doThroughput {
-					r, err := runThroughput(cfg, v, c)
-					if err != nil {
-						return fmt.Errorf("compress: throughput, %s values, %s: %w", v.kind, c, err)
-					}
-					tpCases[k].runs = append(tpCases[k].runs, &r)
-					logf("round %d throughput %s %s: put %.0f MB/s %.2f ns/B, get warm %.0f MB/s %.2f ns/B",
-						round, v.kind, c, r.Put.MBps, r.Put.CPUNsPerByte, r.GetWarm.MBps, r.GetWarm.CPUNsPerByte)
-				}
-				k++
+		for k, vc := range cases {
+			if !doThroughput {
+				break
 			}
+			r, err := runThroughput(cfg, vc.v, vc.c)
+			if err != nil {
+				return fmt.Errorf("compress: throughput, %s values, %s: %w", vc.v.kind, vc.c, err)
+			}
+			tpCases[k].runs = append(tpCases[k].runs, &r)
+			logf("round %d throughput %s %s: put %.0f MB/s %.2f ns/B, get warm %.0f MB/s %.2f ns/B",
+				round, vc.v.kind, vc.c, r.Put.MBps, r.Put.CPUNsPerByte, r.GetWarm.MBps, r.GetWarm.CPUNsPerByte)
 		}
 	}
 	if doCapacity {
