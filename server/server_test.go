@@ -62,6 +62,12 @@ func start(t *testing.T, cfg Config) (s *Server, stop func() error) {
 
 func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, []byte, http.Header) {
 	t.Helper()
+	return httpDoWith(t, http.DefaultClient, method, url, body, hdr...)
+}
+
+// httpDoWith is httpDo through client.
+func httpDoWith(t *testing.T, client *http.Client, method, url string, body []byte, hdr ...string) (int, []byte, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +78,7 @@ func httpDo(t *testing.T, method, url string, body []byte, hdr ...string) (int, 
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
