@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -463,7 +464,12 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		return false, false, err
 	}
 	defer s.release(held)
-	d := decoder{s: s, begin: begin, blobSize: br.Size(), info: info, enc: br.Encoding()}
+	d := decoders.Get().(*decoder)
+	defer func() {
+		*d = decoder{} // no reference to the plan's writer or the caller's begin is kept
+		decoders.Put(d)
+	}()
+	*d = decoder{s: s, begin: begin, blobSize: br.Size(), info: info, enc: br.Encoding()}
 	d.sum, d.hasSum = br.Checksum()
 	if b, ok := br.Buffered(); ok && !d.info.Legacy && int64(len(b)) == d.blobSize && len(b) >= holdMin {
 		// The value lies in memory, checked: a plan whose writer can hold it takes it by
@@ -489,7 +495,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		}
 	}
 	if err == nil {
-		err = copyOut(&d, br)
+		err = copyOut(d, br)
 	}
 	br.Close()
 	if err == nil && d.held {
@@ -508,7 +514,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	case err == errStop:
 		return true, false, nil
 	case err == errSwitch:
-		return s.getRange(key, &d)
+		return s.getRange(key, d)
 	}
 	return d.began, false, err
 }
@@ -647,6 +653,9 @@ func copyOut(w io.Writer, r *blobcache.Reader) error {
 		}
 	}
 }
+
+// decoders keeps decoders for the next Get: a hit allocates none of its own.
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
 // decoder is the io.Writer a blob's reader writes to: it collects the item header, asks begin
 // for a plan, then passes the planned payload bytes on.
