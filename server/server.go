@@ -141,11 +141,12 @@ type Server struct {
 	store      *store.Store
 	metrics    *metrics.Metrics
 
-	httpSrv *http.Server
-	httpH   *httpapi.Handler
-	httpLn  net.Listener
-	mc      *memcache.Server
-	mcLn    net.Listener
+	httpSrv  *http.Server
+	httpH    *httpapi.Handler
+	httpFast *httpapi.FastPath // nil with TLS
+	httpLn   net.Listener
+	mc       *memcache.Server
+	mcLn     net.Listener
 
 	runOnce sync.Once
 }
@@ -248,16 +249,23 @@ func (s *Server) setupHTTP() error {
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		TLSConfig:         s.cfg.TLS,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
-		ConnState: func(_ net.Conn, st http.ConnState) {
+		ConnState: func(c net.Conn, st http.ConnState) {
 			switch st {
 			case http.StateNew:
-				s.metrics.ConnOpened("http")
+				if !httpapi.HandedOver(c) { // counted by the fast path when it opened
+					s.metrics.ConnOpened("http")
+				}
 			case http.StateClosed, http.StateHijacked:
 				s.metrics.ConnClosed("http")
 			}
 		},
 	}
 	s.httpLn, err = s.listen(s.cfg.HTTPAddr, "http", func(c net.Conn) { io.WriteString(c, httpReject) })
+	if err == nil && s.cfg.TLS == nil {
+		// GETs and HEADs of blobs are served without net/http; the rest is handed to it.
+		s.httpFast = h.NewFastPath(s.httpLn, httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
+			SendFromFile: !s.cfg.Cache.VerifyOnRead})
+	}
 	return err
 }
 
@@ -334,6 +342,8 @@ func (s *Server) run(ctx context.Context) error {
 			var err error
 			if s.cfg.TLS != nil {
 				err = s.httpSrv.ServeTLS(s.httpLn, "", "")
+			} else if s.httpFast != nil {
+				err = s.httpSrv.Serve(s.httpFast)
 			} else {
 				err = s.httpSrv.Serve(s.httpLn)
 			}
@@ -414,15 +424,18 @@ func (s *Server) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	var httpErr, mcErr error
+	var httpErr, fastErr, mcErr error
 	if s.httpSrv != nil {
 		wg.Go(func() { httpErr = s.httpSrv.Shutdown(ctx) })
+	}
+	if s.httpFast != nil {
+		wg.Go(func() { fastErr = s.httpFast.Shutdown(ctx) })
 	}
 	if s.mc != nil {
 		wg.Go(func() { mcErr = s.mc.Shutdown(ctx) })
 	}
 	wg.Wait()
-	if httpErr != nil {
+	if httpErr = errors.Join(httpErr, fastErr); httpErr != nil {
 		httpErr = fmt.Errorf("server: HTTP shutdown: %w", httpErr)
 		s.httpSrv.Close() // whatever is still open
 	}

@@ -126,12 +126,19 @@ func (h *Handler) authorized(r *http.Request) bool {
 	if !h.auth {
 		return true
 	}
-	v := r.Header.Get("Authorization")
+	return h.authorizedValue([]byte(r.Header.Get("Authorization")))
+}
+
+// authorizedValue is authorized for the Authorization header's value v (nil or empty: none).
+func (h *Handler) authorizedValue(v []byte) bool {
+	if !h.auth {
+		return true
+	}
 	const scheme = "bearer "
-	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+	if len(v) < len(scheme) || !strings.EqualFold(string(v[:len(scheme)]), scheme) {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(v[len(scheme):])))
+	got := sha256.Sum256(bytes.TrimSpace(v[len(scheme):]))
 	return subtle.ConstantTimeCompare(got[:], h.tokenSum[:]) == 1
 }
 

@@ -25,14 +25,16 @@ import (
 )
 
 type env struct {
-	t   *testing.T
-	c   *blobcache.Cache
-	st  *store.Store
-	srv *httptest.Server
-	dir string
+	t    testing.TB
+	c    *blobcache.Cache
+	st   *store.Store
+	h    *Handler
+	fast *FastPath
+	srv  *httptest.Server
+	dir  string
 }
 
-func newEnv(t *testing.T, scfg store.Config, hcfg Config, opts ...blobcache.Option) *env {
+func newEnv(t testing.TB, scfg store.Config, hcfg Config, opts ...blobcache.Option) *env {
 	t.Helper()
 	dir := t.TempDir()
 	opts = append([]blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
@@ -49,9 +51,19 @@ func newEnv(t *testing.T, scfg store.Config, hcfg Config, opts ...blobcache.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h) // 127.0.0.1, an ephemeral port
-	t.Cleanup(func() { srv.Close(); c.Close() })
-	return &env{t: t, c: c, st: st, srv: srv, dir: dir}
+	// 127.0.0.1, an ephemeral port; GETs and HEADs through the fast path, as the server has them.
+	srv := httptest.NewUnstartedServer(h)
+	fast := h.NewFastPath(srv.Listener, FastConfig{})
+	srv.Listener = fast
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := fast.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		c.Close()
+	})
+	return &env{t: t, c: c, st: st, h: h, fast: fast, srv: srv, dir: dir}
 }
 
 func (e *env) url(key string) string { return e.srv.URL + BlobPrefix + url.PathEscape(key) }

@@ -1,0 +1,500 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/seed57392e9e/blobcache/server/metrics"
+	"github.com/seed57392e9e/blobcache/server/store"
+)
+
+// The fast path serves the requests a cache gets most, a GET or HEAD of a blob, on the
+// connection's own goroutine, without net/http: a hit's status line and headers go out with the
+// value in one write (writev, the value by reference when it lies in the memory tier), and
+// nothing is allocated per request but what the store's lookup needs. Every other request, and
+// any request the parser is not sure of (request.go), goes to net/http with its connection,
+// which serves it and the rest of the connection's requests: the fast path hands it over with
+// the bytes it has read and not used, and net/http reads them as if from the socket. A response
+// from the fast path is the one Handler.ServeHTTP would give, to the byte but for the Date
+// header's value (TestFastPathMatchesNetHTTP).
+
+// FastPath is a net.Listener for net/http's Server that serves the fast path's requests itself
+// and returns the connections it hands over from Accept.
+type FastPath struct {
+	h   *Handler
+	ln  net.Listener
+	cfg FastConfig
+
+	handoff chan net.Conn
+	done    chan struct{} // closed by Close
+	once    sync.Once
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[*fastConn]struct{} // open, not handed over
+
+	acceptErr atomic.Pointer[error]
+
+	served, handed atomic.Uint64 // requests answered, connections handed over (tests)
+}
+
+// FastConfig has the limits net/http would apply, as http.Server's fields of the same names.
+type FastConfig struct {
+	IdleTimeout  time.Duration // the wait for a request; 0: none
+	WriteTimeout time.Duration // from a request's read to its response's end; 0: none
+	// SendFromFile says the cache does not check values on read (VerifyOnRead off): a whole
+	// value left in its segment file then goes to the socket from the file (Store.Send), as
+	// net/http's path sends it. Otherwise values are read with Store.Get, one read a hit.
+	SendFromFile bool
+}
+
+// NewFastPath serves the fast path's requests on the connections ln accepts; serve the rest with
+// an http.Server (whose Handler is h) over the returned listener.
+func (h *Handler) NewFastPath(ln net.Listener, cfg FastConfig) *FastPath {
+	f := &FastPath{h: h, ln: ln, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
+		conns: make(map[*fastConn]struct{})}
+	f.wg.Go(f.acceptLoop)
+	return f
+}
+
+func (f *FastPath) acceptLoop() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			f.acceptErr.Store(&err)
+			f.Close()
+			return
+		}
+		fc := f.newConn(c)
+		f.mu.Lock()
+		select {
+		case <-f.done:
+			f.mu.Unlock()
+			c.Close()
+			continue
+		default:
+		}
+		f.conns[fc] = struct{}{}
+		f.mu.Unlock()
+		f.h.m.ConnOpened("http")
+		f.wg.Go(fc.serve)
+	}
+}
+
+// fastReadBuffer is the bytes a connection reads at once; a header block must fit in it to be
+// served by the fast path.
+const fastReadBuffer = 4 << 10
+
+// Accept returns the next connection handed over to net/http.
+func (f *FastPath) Accept() (net.Conn, error) {
+	select {
+	case c := <-f.handoff:
+		return c, nil
+	case <-f.done:
+		if err := f.acceptErr.Load(); err != nil && !errors.Is(*err, net.ErrClosed) {
+			return nil, *err
+		}
+		return nil, net.ErrClosed
+	}
+}
+
+// Addr is the listener's.
+func (f *FastPath) Addr() net.Addr { return f.ln.Addr() }
+
+// Close stops accepting, closes the connections waiting for a request and makes the others
+// close after their response. Shutdown waits for them.
+func (f *FastPath) Close() error {
+	var err error
+	f.once.Do(func() {
+		err = f.ln.Close()
+		f.mu.Lock()
+		close(f.done)
+		for c := range f.conns {
+			c.wake()
+		}
+		f.mu.Unlock()
+	})
+	return err
+}
+
+// Shutdown closes f and waits until its connections are closed or handed over, or ctx ends.
+func (f *FastPath) Shutdown(ctx context.Context) error {
+	f.Close()
+	waited := make(chan struct{})
+	go func() { f.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		for c := range f.conns {
+			c.c.Close()
+		}
+		f.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// HandedOver reports whether c is a connection the fast path handed over to net/http (its
+// opening is counted already).
+func HandedOver(c net.Conn) bool {
+	_, ok := c.(*handedConn)
+	return ok
+}
+
+// handedConn is a connection handed over, with the bytes read from it and not used.
+type handedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// ReadFrom and SyscallConn are the connection's (netlimit's), so that net/http can still have a
+// body sent from a file.
+func (c *handedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+func (c *handedConn) SyscallConn() (syscall.RawConn, error) { return fastSocket{c.Conn}.SyscallConn() }
+
+// fastConn is one connection served by the fast path.
+type fastConn struct {
+	f  *FastPath
+	c  net.Conn
+	br *bufio.Reader
+
+	idle atomic.Bool // waiting for a request: Close may cut the wait
+	hdr  []byte      // the response's status line and headers
+	iov  net.Buffers // the pieces of a write
+	date dateCache
+
+	pieces net.Buffers // what of iov a write has still to write
+
+	// Per request, kept here so that a request allocates nothing of its own.
+	req   fastRequest
+	w     fastWriter
+	begin func(store.Info) (store.Plan, error) // c.plan
+	sock  store.Socket                         // with FastConfig.SendFromFile
+	// The request metrics' series of the common answers, resolved once.
+	getHit, getMiss, headHit, headMiss metrics.RequestMetric
+}
+
+func (f *FastPath) newConn(c net.Conn) *fastConn {
+	fc := &fastConn{f: f, c: c, br: bufio.NewReaderSize(c, fastReadBuffer)}
+	fc.w.c = fc
+	fc.begin = fc.plan
+	if f.cfg.SendFromFile {
+		fc.sock = fastSocket{c}
+	}
+	m := f.h.m
+	fc.getHit, fc.getMiss = m.RequestMetric("http", "get", "200"), m.RequestMetric("http", "get", "404")
+	fc.headHit, fc.headMiss = m.RequestMetric("http", "head", "200"), m.RequestMetric("http", "head", "404")
+	return fc
+}
+
+// wake makes a connection waiting for a request stop waiting. Called with f.mu held.
+func (c *fastConn) wake() {
+	if c.idle.Load() {
+		c.c.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+func (c *fastConn) closing() bool {
+	select {
+	case <-c.f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *fastConn) serve() {
+	handed := false
+	defer func() {
+		c.f.mu.Lock()
+		delete(c.f.conns, c)
+		c.f.mu.Unlock()
+		if !handed {
+			c.c.Close()
+			c.f.h.m.ConnClosed("http")
+		}
+	}()
+	for {
+		c.idle.Store(true)
+		if d := c.f.cfg.IdleTimeout; d > 0 {
+			c.c.SetReadDeadline(time.Now().Add(d))
+		} else {
+			c.c.SetReadDeadline(time.Time{})
+		}
+		// After the deadline: Close sets one in the past once it has closed done, so either
+		// this sees done closed or the wait is cut.
+		if c.closing() {
+			return
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return
+		}
+		c.idle.Store(false)
+		buf, _ := c.br.Peek(c.br.Buffered())
+		var n int
+		var res parseResult
+		c.req, n, res = parseRequest(buf, c.f.h.maxKeyLen)
+		if res != parsed || !c.f.h.authorizedValue(c.req.auth) {
+			handed = c.handOver()
+			return
+		}
+		if !c.respond() || c.req.close {
+			return
+		}
+		c.req = fastRequest{} // no reference into the buffer outlives the request
+		c.br.Discard(n)
+	}
+}
+
+// handOver gives the connection, and what it buffered, to net/http; false if the fast path is
+// closing (the connection is then closed).
+func (c *fastConn) handOver() bool {
+	c.f.handed.Add(1)
+	c.c.SetReadDeadline(time.Time{})
+	hc := &handedConn{Conn: c.c, r: c.br}
+	if c.br.Buffered() == 0 {
+		hc.r = c.c
+	}
+	select {
+	case c.f.handoff <- hc:
+		return true
+	case <-c.f.done:
+		return false
+	}
+}
+
+// respond answers c.req; false if the connection cannot go on (an error, or a response cut
+// short).
+func (c *fastConn) respond() bool {
+	h, req := c.f.h, &c.req
+	c.f.served.Add(1) // before the response, which a test may have read before respond returns
+	start := time.Now()
+	if d := c.f.cfg.WriteTimeout; d > 0 {
+		c.c.SetWriteDeadline(start.Add(d))
+	}
+	c.w.committed, c.w.err = false, nil
+	var found bool
+	var err error
+	if c.sock != nil {
+		found, err = h.st.Send(context.Background(), req.key, c.begin)
+	} else {
+		found, err = h.st.Get(context.Background(), req.key, c.begin)
+	}
+	ok, code := true, ""
+	switch {
+	case err == nil:
+		if !found {
+			code = "404"
+			c.notFound()
+		}
+		ok = c.w.commit() == nil
+	case errors.Is(err, store.ErrBusy) && !c.w.committed:
+		h.m.Busy("http")
+		code = "503"
+		c.plainError(http.StatusServiceUnavailable, err.Error(), "Retry-After: 1\r\n")
+		ok = c.w.commit() == nil
+	case !c.w.committed:
+		h.log.Error("read failed", "key", string(req.key), "err", err)
+		code = "500"
+		c.plainError(http.StatusInternalServerError, "cannot read the blob", "")
+		ok = c.w.commit() == nil
+	default:
+		// Part of the body is out: the client sees a body shorter than its Content-Length.
+		if !isClientGone(err) {
+			h.log.Error("read failed after the response started", "key", string(req.key), "err", err)
+		}
+		code, ok = "0", false
+	}
+	d := time.Since(start)
+	switch {
+	case code == "" && req.head:
+		c.headHit.Observe(d)
+	case code == "":
+		c.getHit.Observe(d)
+	case code == "404" && req.head:
+		c.headMiss.Observe(d)
+	case code == "404":
+		c.getMiss.Observe(d)
+	default:
+		op := "get"
+		if req.head {
+			op = "head"
+		}
+		h.m.Request("http", op, code, d)
+	}
+	return ok
+}
+
+// plan is the store's begin for c.req: the headers of the hit, then its value, if any, to c.w.
+func (c *fastConn) plan(info store.Info) (store.Plan, error) {
+	c.header(info)
+	if c.req.head || info.Size == 0 {
+		return store.Plan{}, nil
+	}
+	return store.Plan{W: &c.w, N: info.Size, Sock: c.sock}, nil
+}
+
+// header puts the status line and headers of a hit in c.hdr, as Handler.get and net/http write
+// them: the handler's headers sorted by name, then Date and Connection.
+func (c *fastConn) header(info store.Info) {
+	b := append(c.hdr[:0], "HTTP/1.1 200 OK\r\nAccept-Ranges: bytes\r\n"...)
+	if info.Flags != 0 {
+		b = append(b, hdrFlags+": "...)
+		b = strconv.AppendUint(b, uint64(info.Flags), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, info.Size, 10)
+	b = append(b, "\r\nContent-Type: "...)
+	b = append(b, contentType(info.Attrs)...)
+	b = append(b, "\r\nEtag: \""...)
+	b = strconv.AppendUint(b, info.Version, 16)
+	b = append(b, "\"\r\n"...)
+	if info.Expires != 0 {
+		b = append(b, "Expires: "...)
+		b = time.Unix(info.Expires, 0).UTC().AppendFormat(b, http.TimeFormat)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Last-Modified: "...)
+	b = info.Created.UTC().AppendFormat(b, http.TimeFormat)
+	b = append(b, "\r\nVary: Accept-Encoding\r\nDate: "...)
+	b = append(b, c.date.now()...)
+	b = append(b, "\r\n"...)
+	if c.req.close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	c.hdr = append(b, "\r\n"...)
+}
+
+// notFound puts http.Error's 404 for c.req in c.hdr.
+func (c *fastConn) notFound() {
+	c.plainError(http.StatusNotFound, "not found", "")
+	if c.req.head {
+		c.hdr = c.hdr[:len(c.hdr)-len("not found\n")]
+	}
+}
+
+// plainError puts what http.Error writes in c.hdr: msg as a text/plain body, with extra
+// header lines (sorted before Content-Type's).
+func (c *fastConn) plainError(code int, msg, extra string) {
+	b := append(c.hdr[:0], "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(code)...)
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\n"...)
+	b = append(b, extra...)
+	b = append(b, "X-Content-Type-Options: nosniff\r\nDate: "...)
+	b = append(b, c.date.now()...)
+	b = append(b, "\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(msg)+1), 10)
+	b = append(b, "\r\n"...)
+	if c.req.close {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	b = append(b, msg...)
+	c.hdr = append(b, '\n')
+}
+
+// fastWriter is a Plan's writer: the first write sends the headers with the bytes it is given,
+// and a value held by reference (store.Holder) goes with them in one writev.
+type fastWriter struct {
+	c         *fastConn
+	committed bool
+	err       error // the first write error
+}
+
+func (w *fastWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	var n int
+	if w.committed {
+		n, w.err = w.c.c.Write(p)
+	} else {
+		w.committed = true
+		n, w.err = w.writev(p)
+	}
+	return n, w.err
+}
+
+func (w *fastWriter) writev(p []byte) (int, error) {
+	c := w.c
+	c.iov = append(c.iov[:0], c.hdr, p)
+	c.pieces = c.iov // WriteTo consumes its receiver
+	var n int64
+	var err error
+	if bw, ok := c.c.(interface {
+		WriteBuffers(*net.Buffers) (int64, error)
+	}); ok {
+		n, err = bw.WriteBuffers(&c.pieces)
+	} else {
+		n, err = c.pieces.WriteTo(c.c)
+	}
+	clear(c.iov) // no reference to the value outlives its holder
+	return max(int(n)-len(c.hdr), 0), err
+}
+
+// Hold sends p, a whole value, with the headers, and closes cl (store.Holder).
+func (w *fastWriter) Hold(p []byte, cl io.Closer) {
+	defer cl.Close()
+	w.Write(p)
+}
+
+// Flush sends the headers, before a value goes from its file (Plan.Sock).
+func (w *fastWriter) Flush() error { return w.commit() }
+
+// fastSocket is a connection a value can be sent to from a file (store.Socket).
+type fastSocket struct{ net.Conn }
+
+func (s fastSocket) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := s.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+func (fastSocket) Sent(int64) {}
+
+// commit sends the headers if nothing did (a HEAD, an empty value, an error), and returns the
+// first write error.
+func (w *fastWriter) commit() error {
+	if !w.committed && w.err == nil {
+		w.committed = true
+		_, w.err = w.c.c.Write(w.c.hdr)
+	}
+	return w.err
+}
+
+// dateCache is the Date header's value, formatted once a second.
+type dateCache struct {
+	sec int64
+	b   []byte
+}
+
+func (d *dateCache) now() []byte {
+	t := time.Now()
+	if s := t.Unix(); s != d.sec || d.b == nil {
+		d.sec = s
+		d.b = t.UTC().AppendFormat(d.b[:0], http.TimeFormat)
+	}
+	return d.b
+}
