@@ -6,7 +6,9 @@
 #   bash bench/scripts/http_compare.sh SIZE KEYS SECONDS [ROUNDS]
 #
 # blobcache serve runs with $SERVE_FLAGS (e.g. "--memory 4G"); its blobs are PUT once before the
-# rounds, nginx's files written once. Needs nginx (Debian nginx-light) and wrk.
+# rounds, nginx's files written once. Each server starts afresh in each round; with WARMUP=N, wrk
+# first runs N seconds unmeasured against it (a restarted blobcache serve has an empty memory
+# tier). Needs nginx (Debian nginx-light) and wrk.
 set -euo pipefail
 size=$1 keys=$2 secs=$3 rounds=${4:-3}
 work=${WORK:-/var/tmp/httpcmp}
@@ -65,6 +67,9 @@ PY
 kill $bcpid; wait $bcpid 2> /dev/null || true
 run() { # name base-url path-prefix
   lua "$3"
+  if [ "${WARMUP:-0}" -gt 0 ]; then
+    wrk -t 2 -c 32 -d "${WARMUP}s" -s "$work/get.lua" "$2" > /dev/null 2>&1
+  fi
   out=$(wrk -t 2 -c 32 -d "${secs}s" --latency -s "$work/get.lua" "$2" 2>&1)
   rps=$(echo "$out" | awk '/^Requests\/sec/ {print $2}')
   p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
