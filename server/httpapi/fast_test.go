@@ -117,15 +117,8 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 // n responses that come back (fewer if the server closes the connection first).
 func exchange(t *testing.T, addr, raw string, n int) []byte {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := sendRaw(t, addr, raw)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
 	var rec bytes.Buffer
 	br := bufio.NewReader(io.TeeReader(c, &rec))
 	methods := regexp.MustCompile(`(?m)^(GET|HEAD|PUT|POST|DELETE) `).FindAllStringSubmatch(raw, -1)

@@ -254,18 +254,26 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// rawRequest sends raw bytes, half-closes, and returns the status line of the answer.
-func rawRequest(t *testing.T, addr, req string) string {
+// sendRaw dials addr and writes raw in one write; the connection has 10 s to live.
+func sendRaw(t *testing.T, addr, raw string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
+	if _, err := io.WriteString(c, raw); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
+	return c
+}
+
+// rawRequest sends raw bytes, half-closes, and returns the status line of the answer.
+func rawRequest(t *testing.T, addr, req string) string {
+	t.Helper()
+	c := sendRaw(t, addr, req)
+	defer c.Close()
 	c.(*net.TCPConn).CloseWrite()
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
