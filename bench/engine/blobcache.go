@@ -122,6 +122,10 @@ func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, 
 	if cfg.BlobcacheMemory != 0 {
 		opts = append(opts, blobcache.WithMemorySize(cfg.BlobcacheMemory))
 		s = append(s, Setting{"MemorySize", fmt.Sprint(cfg.BlobcacheMemory)})
+		if cfg.BlobcacheMemoryOnWrite {
+			opts = append(opts, blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
+			s = append(s, Setting{"MemoryAdmission", blobcache.MemoryOnWrite.String()})
+		}
 	}
 	c, err := blobcache.New(cfg.Dir, opts...)
 	if err != nil {

@@ -70,6 +70,8 @@ type Config struct {
 	// BlobcacheMemory is every BlobCache engine's Options.MemorySize (0: no memory tier, the
 	// library's default).
 	BlobcacheMemory int64
+	// BlobcacheMemoryOnWrite sets MemoryAdmission to MemoryOnWrite (with BlobcacheMemory).
+	BlobcacheMemoryOnWrite bool
 	// BlobcacheBuffered turns on every BlobCache engine's BufferedReads ("reads"),
 	// BufferedWrites ("writes") or both ("both"); "" leaves the engine's own.
 	BlobcacheBuffered string

@@ -79,7 +79,7 @@ func (c *child) runPhase() error {
 	eng, err := engine.Open(c.engine, engine.Config{
 		Dir: c.dir, MemoryBudget: c.cfg.MemoryBudget, ExpectedKeys: expected, DatasetBytes: dataset,
 		RocksDBL0Files: l0Files, BlobcacheWriteBuffer: c.cfg.BlobcacheBuffer, BlobcacheDirectWriteBuffer: c.cfg.BlobcacheDirectBuffer, BlobcacheRead: c.cfg.BlobcacheRead,
-		BlobcacheVerify: c.cfg.BlobcacheVerify, BlobcacheMemory: c.cfg.BlobcacheMemory, BlobcacheBuffered: c.cfg.BlobcacheBuffered,
+		BlobcacheVerify: c.cfg.BlobcacheVerify, BlobcacheMemory: c.cfg.BlobcacheMemory, BlobcacheMemoryOnWrite: c.cfg.BlobcacheMemoryOnWrite, BlobcacheBuffered: c.cfg.BlobcacheBuffered,
 	})
 	if err != nil {
 		return err

@@ -62,6 +62,9 @@ type Config struct {
 	// BlobcacheMemory is the BlobCache engines' Options.MemorySize, the memory tier (0: none,
 	// the library's default).
 	BlobcacheMemory int64 `json:"blobcache_memory,omitempty"`
+	// BlobcacheMemoryOnWrite makes the memory tier take values as they are written
+	// (Options.MemoryAdmission MemoryOnWrite) instead of on their second hit.
+	BlobcacheMemoryOnWrite bool `json:"blobcache_memory_on_write,omitempty"`
 	// BlobcacheBuffered is the BlobCache engines' page-cache use beyond their defaults: "" (the
 	// engine's own), "reads" (BufferedReads), "writes" (BufferedWrites) or "both".
 	BlobcacheBuffered string `json:"blobcache_buffered,omitempty"`
