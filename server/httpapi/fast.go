@@ -36,7 +36,8 @@ type FastPath struct {
 
 	handoff chan net.Conn
 	done    chan struct{} // closed by Close
-	once    sync.Once
+	once    sync.Once     // Close
+	start   sync.Once     // the accept loop, at the first Accept
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
@@ -58,22 +59,36 @@ type FastConfig struct {
 }
 
 // NewFastPath serves the fast path's requests on the connections ln accepts; serve the rest with
-// an http.Server (whose Handler is h) over the returned listener.
+// an http.Server (whose Handler is h) over the returned listener. Connections are accepted from
+// the server's first Accept on, so nothing is served before the http.Server serves.
 func (h *Handler) NewFastPath(ln net.Listener, cfg FastConfig) *FastPath {
-	f := &FastPath{h: h, ln: ln, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
+	return &FastPath{h: h, ln: ln, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
 		conns: make(map[*fastConn]struct{})}
-	f.wg.Go(f.acceptLoop)
-	return f
 }
 
+// acceptLoop accepts connections until ln fails for good or f is closed. A temporary failure
+// (out of descriptors) is retried after a pause that doubles up to a second, as net/http does.
 func (f *FastPath) acceptLoop() {
+	var pause time.Duration
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
+			var ne net.Error
+			//lint:ignore SA1019 net/http's Serve retries the same errors
+			if errors.As(err, &ne) && ne.Temporary() && !f.closed() {
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				f.h.log.Error("accept failed; retrying", "err", err, "in", pause)
+				select {
+				case <-time.After(pause):
+				case <-f.done:
+				}
+				continue
+			}
 			f.acceptErr.Store(&err)
 			f.Close()
 			return
 		}
+		pause = 0
 		fc := f.newConn(c)
 		f.mu.Lock()
 		select {
@@ -94,8 +109,15 @@ func (f *FastPath) acceptLoop() {
 // served by the fast path.
 const fastReadBuffer = 4 << 10
 
-// Accept returns the next connection handed over to net/http.
+// Accept returns the next connection handed over to net/http. The first call starts accepting.
 func (f *FastPath) Accept() (net.Conn, error) {
+	f.start.Do(func() {
+		f.mu.Lock() // Close closes done under mu: the loop starts before Shutdown waits, or not at all
+		if !f.closed() {
+			f.wg.Go(f.acceptLoop)
+		}
+		f.mu.Unlock()
+	})
 	select {
 	case c := <-f.handoff:
 		return c, nil
@@ -212,9 +234,12 @@ func (c *fastConn) wake() {
 	}
 }
 
-func (c *fastConn) closing() bool {
+func (c *fastConn) closing() bool { return c.f.closed() }
+
+// closed reports whether Close was called.
+func (f *FastPath) closed() bool {
 	select {
-	case <-c.f.done:
+	case <-f.done:
 		return true
 	default:
 		return false

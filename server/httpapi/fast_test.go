@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +284,45 @@ func BenchmarkFastPathGet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestFastPathRetriesTemporaryAcceptErrors: an accept that fails for a while (out of
+// descriptors) does not stop the listener, as it does not stop net/http's.
+func TestFastPathRetriesTemporaryAcceptErrors(t *testing.T) {
+	e := newEnv(t, store.Config{}, Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: ln, fails: 3}
+	fast := e.h.NewFastPath(fl, FastConfig{})
+	srv := &http.Server{Handler: e.h}
+	go srv.Serve(fast)
+	defer func() {
+		srv.Close()
+		fast.Shutdown(context.Background())
+	}()
+	c := sendRaw(t, ln.Addr().String(), "GET /v1/blobs/nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+	defer c.Close()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("after %d failed accepts: %v %v", 3, resp, err)
+	}
+	if fl.fails != 0 {
+		t.Fatalf("%d failures left", fl.fails)
+	}
+}
+
+// flakyListener fails its first accepts with a temporary error.
+type flakyListener struct {
+	net.Listener
+	fails int // accessed by the accept loop alone, and read after a response that needs it done
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return l.Listener.Accept()
 }
