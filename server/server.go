@@ -426,10 +426,15 @@ func (s *Server) shutdown() error {
 	var wg sync.WaitGroup
 	var httpErr, fastErr, mcErr error
 	if s.httpSrv != nil {
-		wg.Go(func() { httpErr = s.httpSrv.Shutdown(ctx) })
-	}
-	if s.httpFast != nil {
-		wg.Go(func() { fastErr = s.httpFast.Shutdown(ctx) })
+		wg.Go(func() {
+			// net/http's Shutdown closes the fast path (its listener), after which its Serve
+			// takes the listener's error for the shutdown's; only then may the fast path's own
+			// Shutdown wait for its connections, which its close has told to finish.
+			httpErr = s.httpSrv.Shutdown(ctx)
+			if s.httpFast != nil {
+				fastErr = s.httpFast.Shutdown(ctx)
+			}
+		})
 	}
 	if s.mc != nil {
 		wg.Go(func() { mcErr = s.mc.Shutdown(ctx) })
