@@ -115,8 +115,16 @@ func (g *fillGate) open() bool {
 }
 
 // pressured reports whether the cache's data does not all fit in RAM: too large for the memory
-// available, or a recent routed read found pages of its range that the page cache had dropped.
-func (g *fillGate) pressured() bool { return g.unfit.Load() || g.evicted.Load() > 0 }
+// available, or recent routed reads found pages of their range that the page cache had dropped,
+// at least evictedMin of them (a count halved every gateWindow routed reads).
+func (g *fillGate) pressured() bool { return g.unfit.Load() || g.evicted.Load() >= evictedMin }
+
+// evictedMin is how many recent routed reads must have found evicted pages for the data to count
+// as not fitting: a sixty-fourth of a gate window. Memory taken by others soon shows in many reads;
+// a few do on this machine with no memory pressure at all (BENCHMARKS, "The seed's own code in the
+// same runs": pages dropped without any reclaim counted), and one of them used to send thousands
+// of reads to the device. A read that finds evicted pages goes to the device all the same.
+const evictedMin = gateWindow / 64
 
 // refreshFit asks again, at most once per fitInterval, whether data bytes fit in the memory the
 // page cache could have. data is called only then. Where the memory cannot be asked, only the

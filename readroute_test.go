@@ -42,7 +42,9 @@ func TestChooseRoute(t *testing.T) {
 	} {
 		var g fillGate
 		if tc.pressured {
-			g.evicted.Store(1)
+			g.evicted.Store(evictedMin)
+		} else {
+			g.evicted.Store(evictedMin - 2) // a few reads found evicted pages: not yet pressure
 		}
 		asked := false
 		got := chooseRoute(tc.st, tc.err, func() bool { asked = true; return tc.hitBefore }, &g)
@@ -52,13 +54,25 @@ func TestChooseRoute(t *testing.T) {
 		if asked && got == routePageCache {
 			t.Errorf("%s: asked for the access bit although the page cache held the bytes", tc.name)
 		}
-		if tc.st.Evicted > 0 && !g.pressured() {
-			t.Errorf("%s: pages evicted, and the gate does not know", tc.name)
+		if tc.st.Evicted > 0 && !tc.pressured && g.pressured() {
+			t.Errorf("%s: one read that found evicted pages made pressure", tc.name)
 		}
 	}
-	// Pressure passes: two gate windows of routed reads that find nothing evicted.
+	// Pressure comes with evictedMin reads that find evicted pages, and passes after two gate
+	// windows of routed reads that find nothing evicted.
 	var g fillGate
-	g.evicted.Store(1)
+	evicted := vfs.PageCacheStat{Pages: 256, Evicted: 1}
+	for i := range evictedMin {
+		if g.pressured() {
+			t.Fatalf("pressure after %d reads that found evicted pages, want %d", i, evictedMin)
+		}
+		if r := chooseRoute(evicted, nil, func() bool { return true }, &g); r != routeDirect {
+			t.Fatalf("a read that found evicted pages: route %d", r)
+		}
+	}
+	if !g.pressured() {
+		t.Fatalf("no pressure after %d reads that found evicted pages", evictedMin)
+	}
 	for range 2 * gateWindow {
 		g.note(routePageCache)
 	}
@@ -140,7 +154,7 @@ func TestReadRoutes(t *testing.T) {
 		}
 	}
 	c.Drain()
-	c.fills.evicted.Store(1) // pressure, for the next few reads (a window halves it)
+	c.fills.evicted.Store(evictedMin) // pressure, for the next few reads (a window halves it)
 	routes := func() [3]uint64 {
 		s := c.Stats()
 		return [3]uint64{s.ReadsPageCache, s.ReadsFilled, s.ReadsDirect}

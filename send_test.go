@@ -101,7 +101,7 @@ func TestOpenSendsFromTheFile(t *testing.T) {
 				c.Drain()
 			}
 			if tc.pressure {
-				c.fills.evicted.Store(1)
+				c.fills.evicted.Store(evictedMin)
 			}
 			r, ok := c.Open([]byte("k"))
 			if !ok {
