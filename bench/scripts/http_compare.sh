@@ -8,7 +8,8 @@
 # blobcache serve runs with $SERVE_FLAGS (e.g. "--memory 4G"); its blobs are PUT once before the
 # rounds, nginx's files written once. Each server starts afresh in each round; with WARMUP=N, wrk
 # first runs N seconds unmeasured against it (a restarted blobcache serve has an empty memory
-# tier). Needs nginx (Debian nginx-light) and wrk.
+# tier). With RANGE=N, each request asks for N bytes at a random offset of its blob (a Range
+# header). Needs nginx (Debian nginx-light) and wrk.
 set -euo pipefail
 size=$1 keys=$2 secs=$3 rounds=${4:-3}
 work=${WORK:-/var/tmp/httpcmp}
@@ -36,7 +37,17 @@ http {
   server { listen 127.0.0.1:$ngport; root $work/files; }
 }
 CONF
-lua() { # path prefix -> a wrk script asking for random keys under it
+lua() { # path prefix -> a wrk script asking for random keys under it (RANGE bytes of each)
+  if [ -n "${RANGE:-}" ]; then
+    cat > "$work/get.lua" <<LUA
+math.randomseed(os.time())
+request = function()
+  local off = math.random(0, $size - $RANGE)
+  return wrk.format("GET", "$1" .. math.random(0, $keys - 1), {Range = "bytes=" .. off .. "-" .. (off + $RANGE - 1)})
+end
+LUA
+    return
+  fi
   cat > "$work/get.lua" <<LUA
 math.randomseed(os.time())
 request = function()

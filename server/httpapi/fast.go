@@ -206,10 +206,11 @@ type fastConn struct {
 	pieces net.Buffers // what of iov a write has still to write
 
 	// Per request, kept here so that a request allocates nothing of its own.
-	req   fastRequest
-	w     fastWriter
-	begin func(store.Info) (store.Plan, error) // c.plan
-	sock  store.Socket                         // with FastConfig.SendFromFile
+	req    fastRequest
+	status string // the status code of a hit's response, for the request metrics
+	w      fastWriter
+	begin  func(store.Info) (store.Plan, error) // c.plan
+	sock   store.Socket                         // with FastConfig.SendFromFile
 	// The request metrics' series of the common answers, resolved once.
 	getHit, getMiss, headHit, headMiss metrics.RequestMetric
 }
@@ -316,6 +317,7 @@ func (c *fastConn) respond() bool {
 		c.c.SetWriteDeadline(start.Add(d))
 	}
 	c.w.committed, c.w.err = false, nil
+	c.status = ""
 	var found bool
 	var err error
 	if c.sock != nil {
@@ -323,7 +325,7 @@ func (c *fastConn) respond() bool {
 	} else {
 		found, err = h.st.Get(context.Background(), req.key, c.begin)
 	}
-	ok, code := true, ""
+	ok, code := true, c.status
 	switch {
 	case err == nil:
 		if !found {
@@ -350,9 +352,9 @@ func (c *fastConn) respond() bool {
 	}
 	d := time.Since(start)
 	switch {
-	case code == "" && req.head:
+	case code == "200" && req.head:
 		c.headHit.Observe(d)
-	case code == "":
+	case code == "200":
 		c.getHit.Observe(d)
 	case code == "404" && req.head:
 		c.headMiss.Observe(d)
@@ -368,29 +370,73 @@ func (c *fastConn) respond() bool {
 	return ok
 }
 
-// plan is the store's begin for c.req: the headers of the hit, then its value, if any, to c.w.
+// plan is the store's begin for c.req: the headers of the hit, then the bytes asked for, if any,
+// to c.w. A Range is answered as Handler.get answers it: one satisfiable range is a 206 of its
+// bytes, an unsatisfiable one a 416, and a header asking for several ranges, or one that cannot
+// be read, is ignored (the whole blob, 200).
 func (c *fastConn) plan(info store.Info) (store.Plan, error) {
-	c.header(info)
-	if c.req.head || info.Size == 0 {
+	off, n, res := int64(0), info.Size, rangeIgnored
+	if c.req.ranges != nil {
+		off, n, res = parseRange(string(c.req.ranges), info.Size)
+		if res != rangeOK {
+			off, n = 0, info.Size
+		}
+	}
+	c.header(info, res, off, n)
+	if c.req.head || n == 0 || res == rangeUnsatisfiable {
 		return store.Plan{}, nil
 	}
-	return store.Plan{W: &c.w, N: info.Size, Sock: c.sock}, nil
+	// A whole value may go from its file; a range is copied, as net/http's path copies it.
+	sock := c.sock
+	if res == rangeOK {
+		sock = nil
+	}
+	return store.Plan{W: &c.w, Off: off, N: n, Sock: sock}, nil
 }
 
 // header puts the status line and headers of a hit in c.hdr, as Handler.get and net/http write
-// them: the handler's headers sorted by name, then Date and Connection.
-func (c *fastConn) header(info store.Info) {
-	b := append(c.hdr[:0], "HTTP/1.1 200 OK\r\nAccept-Ranges: bytes\r\n"...)
+// them: the handler's headers sorted by name, then Date and Connection. res is what became of a
+// Range; with rangeOK the response is a 206 of the n bytes at off.
+func (c *fastConn) header(info store.Info, res rangeResult, off, n int64) {
+	b := c.hdr[:0]
+	switch res {
+	case rangeOK:
+		b, c.status = append(b, "HTTP/1.1 206 Partial Content\r\n"...), "206"
+	case rangeUnsatisfiable:
+		b, c.status = append(b, "HTTP/1.1 416 Requested Range Not Satisfiable\r\n"...), "416"
+		n = 0
+	default:
+		b, c.status = append(b, "HTTP/1.1 200 OK\r\n"...), "200"
+	}
+	b = append(b, "Accept-Ranges: bytes\r\n"...)
 	if info.Flags != 0 {
 		b = append(b, hdrFlags+": "...)
 		b = strconv.AppendUint(b, uint64(info.Flags), 10)
 		b = append(b, "\r\n"...)
 	}
 	b = append(b, "Content-Length: "...)
-	b = strconv.AppendInt(b, info.Size, 10)
-	b = append(b, "\r\nContent-Type: "...)
-	b = append(b, contentType(info.Attrs)...)
-	b = append(b, "\r\nEtag: \""...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, "\r\n"...)
+	switch res {
+	case rangeOK:
+		b = append(b, "Content-Range: bytes "...)
+		b = strconv.AppendInt(b, off, 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, off+n-1, 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, info.Size, 10)
+		b = append(b, "\r\n"...)
+	case rangeUnsatisfiable:
+		b = append(b, "Content-Range: bytes */"...)
+		b = strconv.AppendInt(b, info.Size, 10)
+		b = append(b, "\r\n"...)
+	}
+	if res != rangeUnsatisfiable {
+		b = append(b, "Content-Type: "...)
+		b = append(b, contentType(info.Attrs)...)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Etag: \""...)
 	b = strconv.AppendUint(b, info.Version, 16)
 	b = append(b, "\"\r\n"...)
 	if info.Expires != 0 {

@@ -72,7 +72,22 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"pipelined", get("/v1/blobs/a") + get("/v1/blobs/big") + head("/v1/blobs/nope"), 3, 3, false},
 		{"then a DELETE", get("/v1/blobs/a") + "DELETE /v1/blobs/never HTTP/1.1\r\nHost: x\r\n\r\n" + get("/v1/blobs/a"), 3, 1, true},
 
-		{"range", get("/v1/blobs/big", "Range: bytes=10-19\r\n"), 1, 0, true},
+		{"range", get("/v1/blobs/big", "Range: bytes=10-19\r\n"), 1, 1, false},
+		{"range to the end", get("/v1/blobs/big", "Range: bytes=40000-\r\n"), 1, 1, false},
+		{"suffix range", get("/v1/blobs/a", "Range: bytes=-3\r\n"), 1, 1, false},
+		{"range past the end", get("/v1/blobs/a", "Range: bytes=2-100\r\n"), 1, 1, false},
+		{"range of 2 MiB past the switch", get("/v1/blobs/huge", "Range: bytes=1000000-1000099\r\n"), 1, 1, false},
+		{"range in the write buffer", get("/v1/blobs/unflushed", "Range: bytes=6-8\r\n"), 1, 1, false},
+		{"range with flags and expiry", get("/v1/blobs/ttl", "Range: bytes=0-0\r\n"), 1, 1, false},
+		{"head of a range", head("/v1/blobs/big", "Range: bytes=10-19\r\n"), 1, 1, false},
+		{"unsatisfiable range", get("/v1/blobs/a", "Range: bytes=5-9\r\n"), 1, 1, false},
+		{"range of an empty blob", get("/v1/blobs/empty", "Range: bytes=0-\r\n"), 1, 1, false},
+		{"two ranges", get("/v1/blobs/big", "Range: bytes=0-1,5-6\r\n"), 1, 1, false},
+		{"malformed range", get("/v1/blobs/big", "Range: bytes=x-y\r\n"), 1, 1, false},
+		{"range in other units", get("/v1/blobs/big", "Range: items=0-1\r\n"), 1, 1, false},
+		{"pipelined ranges", get("/v1/blobs/big", "Range: bytes=0-99\r\n") + get("/v1/blobs/big", "Range: bytes=-10\r\n"), 2, 2, false},
+		{"two range headers", get("/v1/blobs/big", "Range: bytes=0-1\r\nRange: bytes=2-3\r\n"), 1, 0, true},
+		{"if-range", get("/v1/blobs/big", "Range: bytes=0-1\r\nIf-Range: \"1\"\r\n"), 1, 0, true},
 		{"if-none-match", get("/v1/blobs/a", "If-None-Match: *\r\n"), 1, 0, true},
 		{"if-modified-since", get("/v1/blobs/a", "If-Modified-Since: Mon, 02 Jan 2006 15:04:05 GMT\r\n"), 1, 0, true},
 		{"zstd", get("/v1/blobs/a", "Accept-Encoding: zstd\r\n"), 1, 0, true},
@@ -188,14 +203,15 @@ func TestFastPathShutdown(t *testing.T) {
 }
 
 // FuzzParseRequest: whatever the bytes, the parser does not panic, and a request it takes is
-// one net/http reads the same way: the same method, path, close and Authorization, HTTP/1.1,
-// no query, no body, no header that changes the answer.
+// one net/http reads the same way: the same method, path, close, Authorization and Range,
+// HTTP/1.1, no query, no body, no other header that changes the answer.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{
 		"GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\n\r\n",
 		"HEAD /v1/blobs/a/b:c HTTP/1.1\r\nHost: x:80\r\nConnection: close\r\nAuthorization: Bearer t\r\n\r\n",
 		"GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nX-Y: z\r\n\r\nGET /v1/blobs/b HTTP/1.1\r\n",
 		"GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\n\r\n",
+		"GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\nRange:  bytes=-5 \r\nIf-Range: \"a\"\r\n\r\n",
 		"GET /v1/blobs/%20 HTTP/1.1\r\nHost: x\r\n\r\n",
 		"GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\n y\r\n\r\n",
 	} {
@@ -231,6 +247,9 @@ func FuzzParseRequest(f *testing.F) {
 			if len(r.Header.Values(h)) > 0 {
 				t.Fatalf("%q: the fast path takes a request with %s", b[:n], h)
 			}
+		}
+		if v := r.Header.Values("Range"); len(v) > 1 || (len(v) == 1) != (req.ranges != nil) || len(v) == 1 && v[0] != string(req.ranges) {
+			t.Fatalf("%q: Range %q, net/http %q", b[:n], req.ranges, v)
 		}
 		if acceptsZstd(r.Header.Values("Accept-Encoding")) {
 			t.Fatalf("%q: the fast path takes a request that accepts zstd", b[:n])

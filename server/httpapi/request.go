@@ -7,13 +7,14 @@ import "bytes"
 // says the connection should go to net/http, which then reads the same bytes from the start.
 // It never answers a request net/http would have answered differently (TestFastPathMatchesNetHTTP).
 
-// fastRequest is a request the fast path serves: a GET or HEAD of a blob, with no
-// precondition, range or content coding to negotiate.
+// fastRequest is a request the fast path serves: a GET or HEAD of a blob, of the whole blob or
+// a Range, with no precondition or content coding to negotiate.
 type fastRequest struct {
-	head  bool   // HEAD, else GET
-	key   []byte // the blob's key, a subslice of the buffer parsed
-	auth  []byte // the Authorization header's value; nil if none
-	close bool   // the client asked to close the connection after the response
+	head   bool   // HEAD, else GET
+	key    []byte // the blob's key, a subslice of the buffer parsed
+	auth   []byte // the Authorization header's value; nil if none
+	ranges []byte // the Range header's value; nil if none
+	close  bool   // the client asked to close the connection after the response
 }
 
 // parseResult is what parseRequest made of the buffered bytes.
@@ -67,6 +68,11 @@ func parseRequest(b []byte, maxKeyLen int) (req fastRequest, n int, res parseRes
 				return req, 0, handOff
 			}
 			req.auth = value
+		case hdrRange:
+			if req.ranges != nil {
+				return req, 0, handOff
+			}
+			req.ranges = value
 		case hdrAcceptEncoding:
 			// A client that may take the stored zstd form goes to net/http, which negotiates it.
 			if containsFold(value, "zstd") || bytes.IndexByte(value, '*') >= 0 {
@@ -193,13 +199,14 @@ const (
 	hdrConnection
 	hdrAuthorization
 	hdrAcceptEncoding
+	hdrRange
 	hdrHandOff
 )
 
 // handOffHeaders change what a GET or HEAD answers, or how the request is read: a request with
 // any of them goes to net/http.
 var handOffHeaders = []string{
-	"Range", "If-Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
+	"If-Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
 	"Expect", "Transfer-Encoding", "Content-Length", "Upgrade", "Te", "Trailer", "Http2-Settings",
 }
 
@@ -213,6 +220,8 @@ func headerKind(name []byte) int {
 		return hdrAuthorization
 	case bytes.EqualFold(name, []byte("Accept-Encoding")):
 		return hdrAcceptEncoding
+	case bytes.EqualFold(name, []byte("Range")):
+		return hdrRange
 	}
 	for _, h := range handOffHeaders {
 		if bytes.EqualFold(name, []byte(h)) {
