@@ -15,8 +15,16 @@ var goroot = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("corpus: go env GOROOT: %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	root := strings.TrimSpace(string(out))
+	if root == "" {
+		return "", fmt.Errorf("corpus: go env GOROOT printed nothing")
+	}
+	return root, nil
 })
+
+// GoRoot is the root of the Go installation the go command on the PATH uses (`go env GOROOT`),
+// asked once.
+func GoRoot() (string, error) { return goroot() }
 
 // GoSource returns bytes [skip, skip+n) of the Go source tree's .go files, concatenated in walk
 // order (the same bytes on every call with the same toolchain).
@@ -25,28 +33,44 @@ func GoSource(skip, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []byte
-	err = filepath.WalkDir(filepath.Join(root, "src"), func(p string, d fs.DirEntry, err error) error {
+	dir := filepath.Join(root, "src")
+	out, _, err := Dir(dir, skip+n)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) < skip+n {
+		return nil, fmt.Errorf("corpus: only %d bytes of Go source under %s, %d wanted", len(out), dir, skip+n)
+	}
+	return out[skip : skip+n : skip+n], nil
+}
+
+// Dir returns the .go files under dir concatenated in walk order (lexical, by path), and how many
+// there were; it stops after the file that brings the text to at least limit bytes (limit <= 0:
+// all of them). A directory without a .go file is an error.
+func Dir(dir string, limit int) (text []byte, files int, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if len(out) >= skip+n {
+		if limit > 0 && len(text) >= limit {
 			return fs.SkipAll
 		}
-		if !d.IsDir() && strings.HasSuffix(p, ".go") {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			out = append(out, b...)
+		if !d.Type().IsRegular() || !strings.HasSuffix(p, ".go") {
+			return nil
 		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		text = append(text, b...)
+		files++
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("corpus: %w", err)
+		return nil, 0, fmt.Errorf("corpus: read the Go source under %s: %w", dir, err)
 	}
-	if len(out) < skip+n {
-		return nil, fmt.Errorf("corpus: only %d bytes of Go source under %s, %d wanted", len(out), root, skip+n)
+	if files == 0 {
+		return nil, 0, fmt.Errorf("corpus: no .go file under %s", dir)
 	}
-	return out[skip : skip+n : skip+n], nil
+	return text, files, nil
 }

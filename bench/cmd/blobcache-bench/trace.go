@@ -15,6 +15,7 @@ import (
 	"github.com/seed57392e9e/blobcache/bench/replay"
 	"github.com/seed57392e9e/blobcache/bench/trace"
 	"github.com/seed57392e9e/blobcache/bench/workload"
+	"github.com/seed57392e9e/blobcache/internal/corpus"
 )
 
 const traceUsage = `blobcache-bench trace: BlobCache's hit ratio on a trace, as a look-aside cache.
@@ -276,13 +277,13 @@ func traceValues(kind, corpus string, largest int, seed uint64) (*workload.Paylo
 // directory read and the number of files.
 func readCorpus(dir string) (text []byte, read string, files int, err error) {
 	if dir == "" {
-		root, err := workload.GoRoot()
+		root, err := corpus.GoRoot()
 		if err != nil {
 			return nil, "", 0, err
 		}
 		dir = filepath.Join(root, "src")
 	}
-	text, files, err = workload.GoSource(dir)
+	text, files, err = corpus.Dir(dir, 0)
 	return text, dir, files, err
 }
 
