@@ -98,16 +98,8 @@ func TestGeometry(t *testing.T) {
 // reinsertion goroutine decides what is copied while the replay runs, so replays of the same
 // trace differ a little from run to run, with a tier or without one: they agree within that.
 func TestRunMemoryTier(t *testing.T) {
-	reqs, err := trace.Zipf{Alpha: 0.9, Objects: 4000, Requests: 40000, Size: 2048, Seed: 3}.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := trace.Summarize(reqs)
-	maxSize := sum.UniqueBytes / 4
-	seg, wb, err := Geometry(maxSize, 8, int64(sum.MaxSize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reqs, _, base := quarterCache(t, trace.Zipf{Alpha: 0.9, Objects: 4000, Requests: 40000, Size: 2048, Seed: 3})
+	maxSize, seg, wb := base.MaxSize, base.SegmentSize, base.WriteBufferSize
 	for _, tc := range []struct {
 		policy string
 		noise  float64 // largest difference of miss ratios allowed
@@ -148,16 +140,8 @@ func TestRunMemoryTier(t *testing.T) {
 // given, and the cache misses as one that does not compress. Under PolicyFIFO the replays
 // repeat exactly, so without compression text and random values miss alike to the request.
 func TestRunCompression(t *testing.T) {
-	reqs, err := trace.Zipf{Alpha: 0.7, Objects: 2000, Requests: 20000, SizeMin: 4096, SizeMax: 32768, Seed: 4}.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := trace.Summarize(reqs)
-	maxSize := sum.UniqueBytes / 4
-	seg, wb, err := Geometry(maxSize, 8, int64(sum.MaxSize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reqs, sum, base := quarterCache(t, trace.Zipf{Alpha: 0.7, Objects: 2000, Requests: 20000, SizeMin: 4096, SizeMax: 32768, Seed: 4})
+	maxSize, seg, wb := base.MaxSize, base.SegmentSize, base.WriteBufferSize
 	// Text that compresses about fourfold, as source code does.
 	var text []byte
 	for i := 0; len(text) < 1<<20; i++ {
@@ -191,4 +175,21 @@ func TestRunCompression(t *testing.T) {
 	if _, err := Run(reqs, Config{Dir: t.TempDir(), MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, Values: workload.PayloadOf(text[:1000])}); err == nil {
 		t.Error("values shorter than the largest object: no error")
 	}
+}
+
+// quarterCache generates z's requests and the geometry of a cache of a quarter of their unique
+// bytes, eight segments' worth.
+func quarterCache(t *testing.T, z trace.Zipf) ([]trace.Request, trace.Summary, Config) {
+	t.Helper()
+	reqs, err := z.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := trace.Summarize(reqs)
+	maxSize := sum.UniqueBytes / 4
+	seg, wb, err := Geometry(maxSize, 8, int64(sum.MaxSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs, sum, Config{MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb}
 }
