@@ -199,9 +199,12 @@ type fastConn struct {
 	br *bufio.Reader
 
 	idle atomic.Bool // waiting for a request: Close may cut the wait
-	hdr  []byte      // the response's status line and headers
-	iov  net.Buffers // the pieces of a write
-	date dateCache
+	// The connection's read and write deadlines, kept with one timer change every eighth of
+	// their limit rather than one a request (slackDeadline).
+	readBy, writeBy slackDeadline
+	hdr             []byte      // the response's status line and headers
+	iov             net.Buffers // the pieces of a write
+	date            dateCache
 
 	pieces net.Buffers // what of iov a write has still to write
 
@@ -260,11 +263,7 @@ func (c *fastConn) serve() {
 	}()
 	for {
 		c.idle.Store(true)
-		if d := c.f.cfg.IdleTimeout; d > 0 {
-			c.c.SetReadDeadline(time.Now().Add(d))
-		} else {
-			c.c.SetReadDeadline(time.Time{})
-		}
+		c.readBy.extend(time.Now(), c.f.cfg.IdleTimeout, c.c.SetReadDeadline)
 		// After the deadline: Close sets one in the past once it has closed done, so either
 		// this sees done closed or the wait is cut.
 		if c.closing() {
@@ -313,9 +312,7 @@ func (c *fastConn) respond() bool {
 	h, req := c.f.h, &c.req
 	c.f.served.Add(1) // before the response, which a test may have read before respond returns
 	start := time.Now()
-	if d := c.f.cfg.WriteTimeout; d > 0 {
-		c.c.SetWriteDeadline(start.Add(d))
-	}
+	c.writeBy.extend(start, c.f.cfg.WriteTimeout, c.c.SetWriteDeadline)
 	c.w.committed, c.w.err = false, nil
 	c.status = ""
 	var found bool
@@ -553,6 +550,21 @@ func (w *fastWriter) commit() error {
 		_, w.err = w.c.c.Write(w.c.hdr)
 	}
 	return w.err
+}
+
+// slackDeadline is a connection deadline kept at least limit d from now, as a deadline set at
+// each request would be, but moved only when it would fall short of that, and then to d and an
+// eighth after now: a busy connection changes its timer once every d/8, not once a request, and
+// a limit is kept to within an eighth over (the memcached server's sweep keeps its limits to
+// within an eighth too). d <= 0 sets no deadline.
+type slackDeadline struct{ at time.Time }
+
+func (s *slackDeadline) extend(now time.Time, d time.Duration, set func(time.Time) error) {
+	if d <= 0 || s.at.Sub(now) >= d {
+		return
+	}
+	s.at = now.Add(d + d/8)
+	set(s.at)
 }
 
 // dateCache is the Date header's value, formatted once a second.

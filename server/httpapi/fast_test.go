@@ -345,3 +345,26 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 	}
 	return l.Listener.Accept()
 }
+
+// TestSlackDeadline: after each request the deadline lies between limit and limit and an eighth
+// from now, and a steady stream of requests moves it once every eighth of the limit, not once a
+// request; no limit sets no deadline.
+func TestSlackDeadline(t *testing.T) {
+	const d = 8 * time.Second
+	var s slackDeadline
+	sets := 0
+	set := func(time.Time) error { sets++; return nil }
+	t0 := time.Unix(1000, 0)
+	for i := range 1000 { // 10 s of requests, 10 ms apart
+		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		s.extend(now, d, set)
+		if s.at.Before(now.Add(d)) || s.at.After(now.Add(d+d/8)) {
+			t.Fatalf("request %d: deadline %v after now, want [%v, %v]", i, s.at.Sub(now), d, d+d/8)
+		}
+	}
+	if sets < 9 || sets > 11 {
+		t.Fatalf("%d timer changes in 10 s of requests, want about one a second (d/8)", sets)
+	}
+	var none slackDeadline
+	none.extend(t0, 0, func(time.Time) error { t.Fatal("a deadline set with no limit"); return nil })
+}
