@@ -30,8 +30,9 @@ var (
 
 // TestServerCrashTorture: clients of the three write interfaces (memcached text set and delete,
 // meta ms and md, HTTP PUT and DELETE) write and delete keys of their own with values that carry
-// their key, a sequence number and a CRC, against `blobcache serve` at its defaults; the server
-// is killed with SIGKILL at a random moment and started again, and every key is read back. A key
+// their key, a sequence number and a CRC, against `blobcache serve` at its defaults, reading
+// some back at once (memcached get, HTTP GET); the server is killed with SIGKILL at a random
+// moment and started again, and every key is read back (memcached get and HTTP GET in turn). A key
 // must read as the last write the server acknowledged, or a write in flight at the kill, or a
 // miss: never an older value, never a deleted one, never a damaged one (docs/RELIABILITY.md).
 func TestServerCrashTorture(t *testing.T) {
@@ -67,6 +68,11 @@ func TestServerCrashTorture(t *testing.T) {
 		if cycle%3 == 2 {
 			flags = append(flags, "--compression", []string{"zstd", "s2"}[cycle/3%2])
 		}
+		// Every fourth cycle with write buffers of tortureSmallBuffer, which the values lie
+		// below, at and above (values past a write buffer are streamed to their segment).
+		if cycle%4 == 3 {
+			flags = append(flags, "--write-buffer-size", fmt.Sprint(tortureSmallBuffer))
+		}
 		srv := startServeProcess(t, exe, nil, dir, flags...)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -87,24 +93,40 @@ func TestServerCrashTorture(t *testing.T) {
 			t.Errorf("cycle %d, while the server ran: %s", cycle, m)
 		}
 
-		// Restart and read every key back.
+		// Restart and read every key back: even keys through memcached, odd ones with an HTTP
+		// GET (the HTTP fast path). A read that hangs fails the test at its client's timeout.
 		srv = startServeProcess(t, exe, nil, dir, flags...)
 		mc := memcache.New(srv.mc)
+		mc.Timeout = 5 * time.Second
+		hc := &http.Client{Timeout: 5 * time.Second}
 		for k := range clients * keysPer {
 			key := tortureKey(k)
-			it, err := mc.Get(key)
+			var value []byte
+			var found bool
+			var err error
+			if k%2 == 0 {
+				var it *memcache.Item
+				it, err = mc.Get(key)
+				if found = err == nil; found {
+					value = it.Value
+				} else if errors.Is(err, memcache.ErrCacheMiss) {
+					err = nil
+				}
+			} else {
+				value, found, err = httpGetTorture(hc, srv, key)
+			}
 			var got tortureState
 			switch {
-			case errors.Is(err, memcache.ErrCacheMiss):
-				misses++
 			case err != nil:
 				t.Fatalf("cycle %d: get %s: %v", cycle, key, err)
+			case !found:
+				misses++
 			default:
 				hits++
-				seq, ok := decodeTortureValue(key, it.Value)
+				seq, ok := decodeTortureValue(key, value)
 				if !ok {
 					damaged++
-					t.Errorf("cycle %d: %s: a value that is not one written for it (%d bytes)", cycle, key, len(it.Value))
+					t.Errorf("cycle %d: %s: a value that is not one written for it (%d bytes)", cycle, key, len(value))
 					continue
 				}
 				got = tortureState{present: true, seq: seq}
@@ -172,6 +194,29 @@ func startServeProcess(t *testing.T, exe string, env []string, dir string, flags
 }
 
 func tortureKey(k int) string { return fmt.Sprintf("torture-%04d", k) }
+
+// tortureSmallBuffer is the write buffer of the cycles run with a small one (and a value size
+// the clients write now and then).
+const tortureSmallBuffer = 256 << 10
+
+// httpGetTorture reads key with an HTTP GET: its value, or found false for a 404.
+func httpGetTorture(hc *http.Client, srv serveProcess, key string) (value []byte, found bool, err error) {
+	resp, err := hc.Get("http://" + srv.http + "/v1/blobs/" + key)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	value, err = io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, false, nil
+	case resp.StatusCode != http.StatusOK:
+		return nil, false, fmt.Errorf("GET %s: %s", key, resp.Status)
+	}
+	return value, true, nil
+}
 
 // tortureValue is the value of write seq of key: key, seq, size, payload, and a CRC of it all.
 func tortureValue(key string, seq uint64, size int) []byte {
@@ -331,8 +376,11 @@ func runTortureClient(c, n int, srv serveProcess, h *tortureHistory, seed uint64
 		state := tortureState{}
 		if !del {
 			size := 1 + rng.IntN(64<<10)
-			if rng.IntN(4) == 0 {
+			switch rng.IntN(16) {
+			case 0, 1, 2:
 				size = 1 + rng.IntN(300<<10)
+			case 3:
+				size = tortureSmallBuffer // exactly a small write buffer
 			}
 			value = tortureValue(key, seq, size)
 			state = tortureState{present: true, seq: seq}
@@ -383,21 +431,34 @@ func runTortureClient(c, n int, srv serveProcess, h *tortureHistory, seed uint64
 			return // the server is dead (or refused: not acknowledged either way)
 		}
 		h.ack(k, state)
-		if mc != nil && rng.IntN(2) == 0 {
-			// Read it back at once through the memcached protocol: the key has no other writer.
-			it, err := mc.Get(key)
+		if (mc != nil || c%3 == 2) && rng.IntN(2) == 0 {
+			// Read it back at once, through the memcached protocol or an HTTP GET (the fast
+			// path): the key has no other writer.
+			var value []byte
+			var found bool
+			var err error
+			if mc != nil {
+				var it *memcache.Item
+				if it, err = mc.Get(key); err == nil {
+					value, found = it.Value, true
+				} else if errors.Is(err, memcache.ErrCacheMiss) {
+					err = nil
+				}
+			} else {
+				value, found, err = httpGetTorture(hc, srv, key)
+			}
 			var got tortureState
 			damaged := false
 			switch {
-			case errors.Is(err, memcache.ErrCacheMiss):
 			case err != nil:
 				var ne net.Error
-				if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.ECONNREFUSED) {
+				if !errors.As(err, &ne) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) &&
+					!errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.ECONNREFUSED) {
 					h.liveRead(k, key+" ("+err.Error()+")", tortureState{present: true}, true)
 				}
-				return // the server is dead, or its answer was not memcached's
-			default:
-				s, ok := decodeTortureValue(key, it.Value)
+				return // the server is dead, or its answer was not the protocol's
+			case found:
+				s, ok := decodeTortureValue(key, value)
 				got, damaged = tortureState{present: true, seq: s}, !ok
 			}
 			h.liveRead(k, key, got, damaged)
