@@ -152,7 +152,7 @@ func (c *Cache) decodeRange(f blobFile, valOff int64, hdr record.Header, have, d
 // own, from have (the stored value's bytes the first read brought in) and what else of the
 // stored value the range needs, read through rd. A whole value read on its second hit enters
 // the memory tier decompressed (admit). Damage is a miss, counted and noted.
-func (c *Cache) openCompressed(l *keyLookup, rd blobFile, hdr record.Header, attrs string, have []byte, off, n int64, admit bool) (*Reader, openResult) {
+func (c *Cache) openCompressed(dst *Reader, l *keyLookup, rd blobFile, hdr record.Header, attrs string, have []byte, off, n int64, admit bool) (*Reader, openResult) {
 	vlen := int64(hdr.DataLen)
 	off = min(off, vlen)
 	end := vlen
@@ -173,14 +173,15 @@ func (c *Cache) openCompressed(l *keyLookup, rd blobFile, hdr record.Header, att
 			return nil, openMiss
 		}
 		c.stats.readErrors.Add(1)
-		return &Reader{c: c, err: fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)}, openHit
+		return c.errReader(dst, fmt.Errorf("blobcache: read segment %d offset %d: %w", l.loc.Segment, l.loc.Offset, err)), openHit
 	}
 	if admit && off == 0 && end == vlen {
 		// Checked block by block as it was decompressed.
 		l.admitToMemory(plainHeader(hdr), attrs, *out, true)
 	}
 	// The file is not needed past here: openRecord releases it, and the Reader keeps out alone.
-	r := &Reader{c: c, h: l.h, loc: l.loc, size: end - off, hdr: hdr, attrs: attrs, val: *out, buf: out}
+	r := c.newReader(dst)
+	r.h, r.loc, r.size, r.hdr, r.attrs, r.val, r.buf = l.h, l.loc, end-off, hdr, attrs, *out, out
 	if r.size == 0 {
 		r.finish()
 	}

@@ -218,7 +218,7 @@ func (c *Cache) Touch(key []byte, expires time.Time) error {
 		return err
 	}
 	for {
-		r, ok := c.get(key, 0, -1, false, 0)
+		r, ok := c.get(nil, key, 0, -1, false, 0)
 		if !ok {
 			return ErrNotFound
 		}

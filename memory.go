@@ -2,7 +2,6 @@ package blobcache
 
 import (
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -124,26 +123,27 @@ func (l *keyLookup) admitToMemory(hdr record.Header, attrs string, value []byte,
 
 // memoryReader is Get's reader of value bytes [off, off+n) of e (n < 0: to the end), which lies
 // in memory: no file. Up to OpenHead bytes are copied into a pooled buffer and e is released at
-// once; a larger range is read from e in place, and the Reader holds e until it delivers its last
-// byte or is closed, with a cleanup that releases it for a Reader dropped without either (the
-// tier's buffers lie outside the Go heap).
-func (c *Cache) memoryReader(e *memtier.Entry, off, n int64) *Reader {
+// once; a larger range, or any range into a Reader the caller owns (GetInto, whose hold costs no
+// allocation), is read from e in place, and the Reader holds e until it delivers its last byte or
+// is closed, with a cleanup that releases it for a Reader dropped without either (the tier's
+// buffers lie outside the Go heap).
+func (c *Cache) memoryReader(dst *Reader, e *memtier.Entry, off, n int64) *Reader {
 	vlen := int64(len(e.Value))
 	off = min(off, vlen)
 	end := vlen
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	r := &Reader{c: c, size: end - off, hdr: e.Hdr, attrs: e.Attrs}
-	if r.size <= OpenHead {
+	r := c.newReader(dst)
+	r.size, r.hdr, r.attrs = end-off, e.Hdr, e.Attrs
+	if r.size <= OpenHead && r.owned == nil {
 		r.buf = getBuf(int(r.size))
 		copy(*r.buf, e.Value[off:end])
 		r.val = *r.buf
 		c.mem.Release(e)
 	} else {
 		r.val = e.Value[off:end]
-		r.mem = &memHold{tier: c.mem, e: e}
-		runtime.AddCleanup(r, func(h *memHold) { h.release() }, r.mem)
+		r.holdMemory(e)
 	}
 	if r.size == 0 {
 		r.finish()

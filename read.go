@@ -22,7 +22,7 @@ const smallRecord = 1<<20 + record.HeaderSize + record.MaxKeyLen
 // A miss that the bloom filter rejects costs no I/O and no allocation; a hit of a blob up to
 // 1 MiB costs one positioned read. I/O errors and checksum mismatches come from Read. Close the
 // reader (or read it to the end) to hand back its buffer and file at once.
-func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false, 0) }
+func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(nil, key, 0, -1, false, 0) }
 
 // Open is Get for a caller that hands the blob to a socket with the Reader's WriteTo (io.Copy
 // to a net.Conn does that). Its first read brings in the record's header and key, and the whole
@@ -32,7 +32,7 @@ func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(key, 0, -1, false
 // read through the page cache (see docs/DESIGN.md, "Which hits go to the device"). Otherwise, and
 // for a caller that calls Read, the Reader reads the value as Get's does, one more positioned
 // read than Get for a value over OpenHead bytes.
-func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(key, 0, -1, true, 0) }
+func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(nil, key, 0, -1, true, 0) }
 
 // OpenEncoded is Open for a caller that can take a value compressed with accept as it is stored
 // (an HTTP client that accepts Content-Encoding zstd, for CompressionZstd): a value stored so is
@@ -41,7 +41,34 @@ func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(key, 0, -1, true
 // Open delivers it. The stored bytes are checked against their CRC-32C as Open's are (see
 // Reader.Verifies): the blocks' own checks are the client's to make.
 func (c *Cache) OpenEncoded(key []byte, accept Compression) (*Reader, bool) {
-	return c.get(key, 0, -1, true, uint8(accept))
+	return c.get(nil, key, 0, -1, true, uint8(accept))
+}
+
+// GetInto is Get into a Reader the caller owns and reuses from read to read, for a caller that
+// serves many reads and would allocate none: r is closed first (what it still holds is
+// released, as by Close), then made a reader of the blob, as Get's; on a miss it stays closed.
+// A Reader used so holds the memory tier's entry its bytes lie in whatever their size (Get
+// copies a value of up to OpenHead bytes out of it), so close it, or reuse it, once done with
+// the bytes. The zero Reader is ready for use; the first GetInto of a Reader allocates what it
+// keeps for all the reads after it. A Reader from Get, Open or GetRange can be reused as well.
+func (c *Cache) GetInto(r *Reader, key []byte) bool {
+	return c.into(r, key, false, 0)
+}
+
+// OpenInto is Open into a Reader the caller owns (see GetInto).
+func (c *Cache) OpenInto(r *Reader, key []byte) bool { return c.into(r, key, true, 0) }
+
+// OpenEncodedInto is OpenEncoded into a Reader the caller owns (see GetInto).
+func (c *Cache) OpenEncodedInto(r *Reader, key []byte, accept Compression) bool {
+	return c.into(r, key, true, uint8(accept))
+}
+
+func (c *Cache) into(r *Reader, key []byte, lazy bool, accept uint8) bool {
+	if _, ok := c.get(r, key, 0, -1, lazy, accept); ok {
+		return true
+	}
+	c.newReader(r).err = ErrClosed
+	return false
 }
 
 // OpenHead is the largest value Open reads with the record's header: smaller values cost a
@@ -55,13 +82,13 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 	if off < 0 {
 		return nil, false
 	}
-	return c.get(key, off, n, false, 0)
+	return c.get(nil, key, off, n, false, 0)
 }
 
 // get is Get, GetRange, Open and OpenEncoded: a reader of value bytes [off, off+n) (n < 0: to
 // the end); with lazy, Open's; accept, if not 0, the codec whose stored bytes the caller takes
 // as they are.
-func (c *Cache) get(key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
+func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
 		return nil, false
 	}
@@ -77,14 +104,14 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool, accept uint8) (*Reader,
 	if v, ok, err := l.bufferedWhole(); ok {
 		if err != nil {
 			l.hit()
-			return &Reader{c: c, err: err}, true
+			return c.errReader(dst, err), true
 		}
 		if v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
 			l.miss()
 			return nil, false
 		}
 		l.hit()
-		return c.memReader(v, off, n), true
+		return c.memReader(dst, v, off, n), true
 	}
 	for l.next() {
 		if e := l.mem; e != nil {
@@ -95,9 +122,9 @@ func (c *Cache) get(key []byte, off, n int64, lazy bool, accept uint8) (*Reader,
 			}
 			l.hit()
 			l.touched()
-			return c.memoryReader(e, off, n), true
+			return c.memoryReader(dst, e, off, n), true
 		}
-		r, res := c.openRecord(&l, off, n, lazy)
+		r, res := c.openRecord(dst, &l, off, n, lazy)
 		switch res {
 		case openHit:
 			l.hit()
@@ -162,7 +189,7 @@ func (c *Cache) GetMany(keys [][]byte, fn func(i int, r *Reader) error) error {
 			if !may[i] {
 				continue
 			}
-			r, ok := c.get(k, 0, -1, false, 0)
+			r, ok := c.get(nil, k, 0, -1, false, 0)
 			if !ok {
 				continue
 			}
@@ -208,7 +235,7 @@ func (h *readHold) release() {
 // openRecord reads the record l found and builds a reader for value bytes [off, off+n). The
 // file l holds is released, or handed to the Reader when it streams the rest of the value. lazy
 // is Open's first read.
-func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, openResult) {
+func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (*Reader, openResult) {
 	recOff, loc := l.recOff, l.loc
 	reqOff, reqN := off, n // the range asked for, before the value's stored length clamps it
 	hold := readHold{file: l.file}
@@ -251,7 +278,7 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 		}
 		c.stats.readErrors.Add(1)
 		// An I/O error on a hit is the reader's to report.
-		return &Reader{c: c, err: fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)}, openHit
+		return c.errReader(dst, fmt.Errorf("blobcache: read segment %d offset %d: %w", loc.Segment, loc.Offset, err)), openHit
 	}
 	if !l.stillAt() {
 		return nil, openRetry
@@ -282,12 +309,12 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	attrs, res, err := l.readAttrs(hdr, b)
 	if res != openHit || err != nil {
 		if err != nil {
-			return &Reader{c: c, err: err}, openHit
+			return c.errReader(dst, err), openHit
 		}
 		return nil, res
 	}
 	if hdr.Codec != 0 && hdr.Codec != l.accept {
-		return c.openCompressed(l, rd, hdr, attrs, b[hk:], reqOff, reqN, admit)
+		return c.openCompressed(dst, l, rd, hdr, attrs, b[hk:], reqOff, reqN, admit)
 	}
 	// From here the value's bytes are delivered as stored; compressed ones (OpenEncoded) never
 	// enter the memory tier, which holds values.
@@ -298,7 +325,8 @@ func (c *Cache) openRecord(l *keyLookup, off, n int64, lazy bool) (*Reader, open
 	if admitted && !l.admitToMemory(hdr, attrs, b[hk:hk+vlen], c.layout.checksValues() && !c.opts.VerifyOnRead) {
 		return nil, openMiss
 	}
-	r := &Reader{c: c, h: l.h, loc: loc, size: end - off, hdr: hdr, attrs: attrs, rd: rd, stored: hdr.Codec != 0}
+	r := c.newReader(dst)
+	r.h, r.loc, r.size, r.hdr, r.attrs, r.rd, r.stored = l.h, loc, end-off, hdr, attrs, rd, hdr.Codec != 0
 	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole && !admitted {
 		r.verify = true
 		r.sums = c.readCheck(hdr)

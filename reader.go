@@ -51,6 +51,62 @@ type Reader struct {
 	mem *memHold // the memory tier's entry val lies in, held until the last byte or Close
 
 	stored bool // the value is delivered compressed, as stored (OpenEncoded)
+
+	// owned is where a Reader the caller owns (GetInto) keeps its holds, so that taking one
+	// allocates nothing: made at the Reader's first use, with the one cleanup that releases
+	// what it holds should the Reader be dropped unclosed. Nil for a Reader Get allocated.
+	owned *readerHolds
+}
+
+// readerHolds are the holds of a Reader the caller owns, reused from read to read. Each is
+// released (released true) while the reader holds nothing.
+type readerHolds struct {
+	mem memHold
+	ref segRef
+}
+
+func (h *readerHolds) release() {
+	h.mem.release()
+	h.ref.release()
+}
+
+// newReader returns a new Reader for c: dst, closed first if it was reading and keeping its
+// holds, when the caller owns one (GetInto), else a Reader of its own.
+func (c *Cache) newReader(dst *Reader) *Reader {
+	if dst == nil {
+		return &Reader{c: c}
+	}
+	dst.Close()
+	owned := dst.owned
+	*dst = Reader{c: c, owned: owned}
+	if owned == nil {
+		owned = &readerHolds{}
+		owned.mem.released.Store(true)
+		owned.ref.released.Store(true)
+		dst.owned = owned
+		runtime.AddCleanup(dst, (*readerHolds).release, owned)
+	}
+	return dst
+}
+
+// errReader is newReader for a hit whose read failed with err.
+func (c *Cache) errReader(dst *Reader, err error) *Reader {
+	r := c.newReader(dst)
+	r.err = err
+	return r
+}
+
+// holdMemory makes r hold e, the memory tier's entry its bytes lie in, until its last byte or
+// Close.
+func (r *Reader) holdMemory(e *memtier.Entry) {
+	if h := r.owned; h != nil {
+		h.mem.tier, h.mem.e = r.c.mem, e
+		h.mem.released.Store(false)
+		r.mem = &h.mem
+		return
+	}
+	r.mem = &memHold{tier: r.c.mem, e: e}
+	runtime.AddCleanup(r, func(h *memHold) { h.release() }, r.mem)
 }
 
 // memHold is a reader's hold on an entry of the memory tier, released once: by the reader at the
@@ -65,6 +121,7 @@ type memHold struct {
 func (h *memHold) release() {
 	if h != nil && !h.released.Swap(true) {
 		h.tier.Release(h.e)
+		h.e = nil
 	}
 }
 
@@ -78,6 +135,7 @@ type segRef struct {
 func (r *segRef) release() {
 	if r != nil && !r.released.Swap(true) {
 		r.s.unref()
+		r.s = nil
 	}
 }
 
@@ -86,11 +144,18 @@ func (r *segRef) release() {
 // the reader is dropped without Close. What it does not take, h still releases.
 func (r *Reader) keep(h *readHold) {
 	r.buf, h.buf = h.buf, nil
-	if r.remain > 0 {
+	if r.remain == 0 {
+		return
+	}
+	if o := r.owned; o != nil {
+		o.ref.s = h.file
+		o.ref.released.Store(false)
+		r.ref = &o.ref
+	} else {
 		r.ref = &segRef{s: h.file}
-		h.file = nil
 		runtime.AddCleanup(r, func(ref *segRef) { ref.release() }, r.ref)
 	}
+	h.file = nil
 }
 
 // Encoding is how the bytes the reader delivers are encoded: CompressionNone for the value as
@@ -195,7 +260,12 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 		r.release()
 		return int64(n), err
 	}
-	var chunk []byte
+	var chunk *[]byte // pooled: Read copies out of it, never keeps it (r.val does not lie in it)
+	defer func() {
+		if chunk != nil {
+			putBuf(chunk)
+		}
+	}()
 	for {
 		if len(r.val) > 0 && r.err == nil {
 			v := r.val
@@ -234,12 +304,12 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 			}
 		}
 		if chunk == nil {
-			chunk = make([]byte, streamChunk)
+			chunk = getBuf(streamChunk)
 		}
-		n, err := r.Read(chunk)
+		n, err := r.Read(*chunk)
 		if n > 0 && (err == nil || err == io.EOF) {
 			// The last bytes of a value that fails its check are not written.
-			m, werr := w.Write(chunk[:n])
+			m, werr := w.Write((*chunk)[:n])
 			total += int64(m)
 			if werr != nil {
 				r.Close()
@@ -342,11 +412,13 @@ func (r *Reader) Close() error {
 }
 
 // memReader is a Reader of the value bytes [off, off+n) of a blob still in the write buffer.
-func (c *Cache) memReader(v batch.Value, off, n int64) *Reader {
+func (c *Cache) memReader(dst *Reader, v batch.Value, off, n int64) *Reader {
 	off = min(off, int64(len(v.Value)))
 	end := int64(len(v.Value))
 	if n >= 0 {
 		end = min(end, off+n)
 	}
-	return &Reader{c: c, val: v.Value[off:end], size: end - off, hdr: pendingHeader(v), attrs: string(v.Attrs)}
+	r := c.newReader(dst)
+	r.val, r.size, r.hdr, r.attrs = v.Value[off:end], end-off, pendingHeader(v), string(v.Attrs)
+	return r
 }
