@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/seed57392e9e/blobcache"
@@ -51,7 +50,7 @@ func (c *conn) command() error {
 			c.w.WriteString("ERROR\r\n")
 			return nil
 		}
-		name = string(c.toks[0])
+		name = commandName(c.toks[0])
 	}
 	if h := c.s.testHooks.command; h != nil {
 		h(name)
@@ -126,6 +125,25 @@ func (c *conn) command() error {
 	}
 	c.requestMetric(op, result).Observe(time.Since(start))
 	return err
+}
+
+// commandNames are the commands command knows, so that naming one allocates nothing.
+var commandNames = func() map[string]string {
+	m := make(map[string]string)
+	for _, n := range []string{"get", "gets", "gat", "gats", "set", "add", "replace", "append", "prepend",
+		"cas", "incr", "decr", "touch", "flush_all", "delete", "mg", "ms", "md", "ma", "me", "mn",
+		"version", "verbosity", "stats", "quit"} {
+		m[n] = n
+	}
+	return m
+}()
+
+// commandName is the command b names, as a string.
+func commandName(b []byte) string {
+	if n, ok := commandNames[string(b)]; ok {
+		return n
+	}
+	return string(b)
 }
 
 // authenticate handles the first command of a connection that must authenticate: memcached's
@@ -283,6 +301,30 @@ func (c *conn) getLong(l *longLine, withCAS, touch bool) (string, error) {
 	return result, nil
 }
 
+// valueHead writes the VALUE line of a get's hit (store.Get's begin) for the key and options its
+// fields hold. A connection makes its begin once, so a get allocates no closure.
+type valueHead struct {
+	c       *conn
+	key     []byte
+	withCAS bool
+	began   bool // begin was called
+	begin   func(store.Info) (store.Plan, error)
+}
+
+func (h *valueHead) write(info store.Info) (store.Plan, error) {
+	h.began = true
+	w := h.c.w
+	w.WriteString("VALUE ")
+	w.Write(h.key)
+	w.writeUint(0, uint64(info.Flags))
+	w.writeInt(0, info.Size)
+	if h.withCAS {
+		w.writeUint(0, cas(info))
+	}
+	w.WriteString("\r\n")
+	return store.Plan{W: w, N: -1, Sock: h.c.sock}, nil
+}
+
 // getOne writes the VALUE block of key k if the cache has it, and with touch then sets its
 // expiry (as memcached's gat, which answers with the item it touched, even one it expires). An
 // error means part of the value is out and the connection must close.
@@ -292,18 +334,11 @@ func (c *conn) getOne(k []byte, withCAS, touch bool, expires int64) (bool, error
 	} else {
 		c.s.stats.cmdGet.Add(1)
 	}
-	began := false
-	found, err := c.s.st.Send(c.s.ctx, k, func(info store.Info) (store.Plan, error) {
-		began = true
-		c.w.WriteString("VALUE ")
-		c.w.Write(k)
-		c.w.WriteString(" " + strconv.FormatUint(uint64(info.Flags), 10) + " " + strconv.FormatInt(info.Size, 10))
-		if withCAS {
-			c.w.WriteString(" " + strconv.FormatUint(cas(info), 10))
-		}
-		c.w.WriteString("\r\n")
-		return store.Plan{W: c.w, N: -1, Sock: c.sock}, nil
-	})
+	h := &c.head
+	h.key, h.withCAS, h.began = k, withCAS, false
+	found, err := c.s.st.Send(c.s.ctx, k, h.begin)
+	began := h.began
+	h.key = nil
 	switch {
 	case err != nil && began:
 		// Part of the value is out: only a closed connection tells the client.

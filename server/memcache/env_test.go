@@ -14,7 +14,7 @@ import (
 var testNow = time.Unix(1_700_000_000, 0)
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	c    *blobcache.Cache
 	st   *store.Store
 	srv  *Server
@@ -22,17 +22,17 @@ type env struct {
 	done chan error
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	return newEnvStore(t, cfg, store.Config{})
 }
 
-func newEnvStore(t *testing.T, cfg Config, scfg store.Config) *env {
+func newEnvStore(t testing.TB, cfg Config, scfg store.Config) *env {
 	t.Helper()
 	return newEnvWith(t, cfg, scfg, testOptions())
 }
 
 // newEnvWith is newEnvStore with the cache's options.
-func newEnvWith(t *testing.T, cfg Config, scfg store.Config, opts []blobcache.Option) *env {
+func newEnvWith(t testing.TB, cfg Config, scfg store.Config, opts []blobcache.Option) *env {
 	t.Helper()
 	if scfg.Now == nil {
 		scfg.Now = func() time.Time { return testNow }

@@ -188,8 +188,31 @@ func (c *conn) writeMiss(code string, f *metaFlags, keyTok []byte) {
 }
 
 // ttlOf is the t return flag's value for an expiry.
-func (c *conn) ttlOf(expires int64) string {
-	return strconv.FormatInt(item.TTL(expires, c.s.st.Now()), 10)
+func (c *conn) ttlOf(expires int64) int64 {
+	return item.TTL(expires, c.s.st.Now())
+}
+
+// metaHead writes the status line of an mg hit (store.Get's begin) for the request its fields
+// hold, and notes what it wrote. A connection makes its begin once, so an mg allocates no
+// closure.
+type metaHead struct {
+	c      *conn
+	f      metaFlags
+	keyTok []byte
+	begin  func(store.Info) (store.Plan, error)
+
+	began      bool
+	hit        store.Info
+	newExpires int64
+}
+
+func (h *metaHead) write(info store.Info) (store.Plan, error) {
+	h.began, h.hit = true, info
+	h.newExpires = h.c.writeMetaHit(&h.f, h.keyTok, info, false)
+	if !h.f.v {
+		return store.Plan{}, nil
+	}
+	return store.Plan{W: h.c.w, N: -1}, nil
 }
 
 // metaGet answers "mg <key> <flags>*".
@@ -201,17 +224,11 @@ func (c *conn) metaGet(toks [][]byte) (string, error) {
 	keyTok := toks[1]
 	c.s.stats.cmdGet.Add(1)
 	for attempt := 0; ; attempt++ {
-		var hit store.Info
-		began := false
-		var newExpires int64
-		found, err := c.s.st.Get(c.s.ctx, key, func(info store.Info) (store.Plan, error) {
-			began, hit = true, info
-			newExpires = c.writeMetaHit(&f, keyTok, info, false)
-			if !f.v {
-				return store.Plan{}, nil
-			}
-			return store.Plan{W: c.w, N: -1}, nil
-		})
+		h := &c.metaHead
+		h.f, h.keyTok, h.began = f, keyTok, false
+		found, err := c.s.st.Get(c.s.ctx, key, h.begin)
+		f, began, hit, newExpires := h.f, h.began, h.hit, h.newExpires
+		*h = metaHead{c: c, begin: h.begin} // no reference to the request is kept
 		switch {
 		case err != nil && began:
 			c.s.log.Error("memcache mg failed mid-value", "key", fmt.Sprintf("%q", key), "err", err)
@@ -282,7 +299,8 @@ func (c *conn) metaGet(toks [][]byte) (string, error) {
 // the old one, as in memcached).
 func (c *conn) writeMetaHit(f *metaFlags, keyTok []byte, info store.Info, created bool) int64 {
 	if f.v {
-		c.w.WriteString("VA " + strconv.FormatInt(info.Size, 10))
+		c.w.WriteString("VA")
+		c.w.writeInt(0, info.Size)
 	} else {
 		c.w.WriteString("HD")
 	}
@@ -298,13 +316,13 @@ func (c *conn) writeMetaHit(f *metaFlags, keyTok []byte, info store.Info, create
 				won = true
 			}
 		case 's':
-			c.w.WriteString(" s" + strconv.FormatInt(info.Size, 10))
+			c.w.writeInt('s', info.Size)
 		case 't':
-			c.w.WriteString(" t" + c.ttlOf(expires))
+			c.w.writeInt('t', c.ttlOf(expires))
 		case 'c':
-			c.w.WriteString(" c" + strconv.FormatUint(cas(info), 10))
+			c.w.writeUint('c', cas(info))
 		case 'f':
-			c.w.WriteString(" f" + strconv.FormatUint(uint64(info.Flags), 10))
+			c.w.writeUint('f', uint64(info.Flags))
 		case 'O':
 			c.w.WriteString(" ")
 			c.w.Write(t)
@@ -638,7 +656,7 @@ func (c *conn) writeArithmetic(f *metaFlags, keyTok []byte, value uint64, expire
 		case 'c':
 			c.w.WriteString(" c" + strconv.FormatUint(version, 10))
 		case 't':
-			c.w.WriteString(" t" + c.ttlOf(expires))
+			c.w.writeInt('t', c.ttlOf(expires))
 		case 'T':
 			expires = c.expiresFor(f.ttl)
 		case 'N':

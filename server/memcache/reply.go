@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -21,6 +22,7 @@ type replyBuffer struct {
 	buf     []byte
 	held    []heldValue
 	iov     net.Buffers // reused by flushes
+	pieces  net.Buffers // what of iov a flush has still to write (WriteTo consumes it)
 	err     error       // the first write error: later writes fail with it
 }
 
@@ -79,6 +81,35 @@ func (b *replyBuffer) WriteString(s string) (int, error) {
 	return len(s), nil
 }
 
+// writeUint writes a space, the flag letter (none if 0) and u in decimal.
+func (b *replyBuffer) writeUint(flag byte, u uint64) {
+	if b.room(22) {
+		b.buf = strconv.AppendUint(b.flag(flag), u, 10)
+	}
+}
+
+// writeInt is writeUint for a signed number.
+func (b *replyBuffer) writeInt(flag byte, n int64) {
+	if b.room(23) {
+		b.buf = strconv.AppendInt(b.flag(flag), n, 10)
+	}
+}
+
+// room makes n bytes of room, flushing if need be; false after a write error.
+func (b *replyBuffer) room(n int) bool {
+	if b.err == nil && len(b.buf)+n > cap(b.buf) {
+		b.Flush()
+	}
+	return b.err == nil
+}
+
+func (b *replyBuffer) flag(flag byte) []byte {
+	if flag == 0 {
+		return append(b.buf, ' ')
+	}
+	return append(b.buf, ' ', flag)
+}
+
 // Hold writes p at this point of the answer without copying it: p must stay as it is until the
 // flush that writes it, which then closes c (as release does, should no flush come). It
 // implements store.Holder.
@@ -118,13 +149,14 @@ func (b *replyBuffer) Flush() error {
 	b.iov = iov
 	var err error
 	if b.err == nil {
-		pieces := iov // WriteTo consumes its receiver
+		b.pieces = iov // a field, not a local: a pointer to it passed on does not escape each flush
 		var n int64
 		if bw, ok := b.conn.(buffersWriter); ok {
-			n, err = bw.WriteBuffers(&pieces)
+			n, err = bw.WriteBuffers(&b.pieces)
 		} else {
-			n, err = pieces.WriteTo(b.conn)
+			n, err = b.pieces.WriteTo(b.conn)
 		}
+		b.pieces = nil
 		b.written.Add(uint64(n))
 		if err != nil {
 			b.err = err

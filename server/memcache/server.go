@@ -220,11 +220,13 @@ type conn struct {
 	// sock is nc for values sent from segment files (store.Send); nil if nc cannot take them.
 	sock store.Socket
 
-	authed bool
-	toks   [][]byte // reused token slice
-	may    []bool   // reused by multi-gets (MayHold)
-	quiet  bool     // the command asked for noreply: nothing of its answer is written
-	carry  []byte   // a token cut by a read-buffer boundary (longLine), reused
+	authed   bool
+	toks     [][]byte  // reused token slice
+	may      []bool    // reused by multi-gets (MayHold)
+	quiet    bool      // the command asked for noreply: nothing of its answer is written
+	carry    []byte    // a token cut by a read-buffer boundary (longLine), reused
+	head     valueHead // a get's VALUE line, made once (getOne)
+	metaHead metaHead  // an mg's status line, made once (metaGet)
 	// reqMetrics are the request series this connection has recorded, by operation and result,
 	// resolved once each (metrics.RequestMetric).
 	reqMetrics map[requestKind]metrics.RequestMetric
@@ -251,6 +253,10 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		authed: s.cfg.Token == "",
 		toks:   make([][]byte, 0, maxTokens),
 	}
+	c.head.c = c
+	c.head.begin = c.head.write
+	c.metaHead.c = c
+	c.metaHead.begin = c.metaHead.write
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.sock = connSocket{countedWriter{nc, &s.stats.bytesWritten}, sc}
 	}
@@ -354,9 +360,10 @@ func (c *conn) waitCommand() bool {
 	kicked := c.mu.kicked
 	c.beginCommand(time.Now())
 	c.mu.Unlock()
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() && kicked && !c.s.closing.Load() {
-		c.s.stats.idleKicks.Add(1)
+	if err != nil && kicked && !c.s.closing.Load() {
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			c.s.stats.idleKicks.Add(1)
+		}
 	}
 	return err == nil
 }

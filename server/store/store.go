@@ -435,25 +435,26 @@ const switchOffset = 256 << 10
 
 func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool, accept blobcache.Compression) (found, retry bool, err error) {
 	t := time.Now()
-	var r *blobcache.Reader
+	slot := readSlots.Get().(*readSlot)
+	br := &slot.r
 	var ok bool
 	switch {
 	case open && accept != blobcache.CompressionNone:
-		r, ok = s.c.OpenEncoded(key, accept)
+		ok = s.c.OpenEncodedInto(br, key, accept)
 	case open:
-		r, ok = s.c.Open(key)
+		ok = s.c.OpenInto(br, key)
 	default:
-		r, ok = s.c.Get(key)
+		ok = s.c.GetInto(br, key)
 	}
 	s.m.ObserveGet(time.Since(t), ok)
 	if !ok {
+		readSlots.Put(slot)
 		return false, false, nil
 	}
-	br := r
-	handed := false // br went to a Holder, which closes it
+	handed := false // the slot went to a Holder, which closes it
 	defer func() {
 		if !handed {
-			br.Close()
+			slot.Close()
 		}
 	}()
 	info := br.Info()
@@ -476,7 +477,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 		// reference, and writes it with the answer around it at its next flush.
 		if _, err = d.Write(nil); err == nil {
 			if h, ok := d.w.(Holder); ok && d.skip == 0 && d.left == d.blobSize {
-				h.Hold(b, br)
+				h.Hold(b, slot)
 				handed = true
 				return true, false, nil
 			}
@@ -656,6 +657,20 @@ func copyOut(w io.Writer, r *blobcache.Reader) error {
 
 // decoders keeps decoders for the next Get: a hit allocates none of its own.
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+// readSlot is a Reader the store owns (blobcache.Cache.GetInto), reused from Get to Get through
+// readSlots, so that a hit allocates no Reader. Close closes the reader and hands the slot back:
+// it is called once, by Get or by the Holder a payload went to by reference, and nothing uses
+// the slot after.
+type readSlot struct{ r blobcache.Reader }
+
+var readSlots = sync.Pool{New: func() any { return new(readSlot) }}
+
+func (s *readSlot) Close() error {
+	s.r.Close()
+	readSlots.Put(s)
+	return nil
+}
 
 // decoder is the io.Writer a blob's reader writes to: it collects the item header, asks begin
 // for a plan, then passes the planned payload bytes on.

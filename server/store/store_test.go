@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,5 +355,111 @@ func TestMemoryIsLibrarys(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// holdingWriter is a Holder that keeps the payloads it is handed by reference, as the memcached
+// connection's reply buffer does, until flush checks and closes them.
+type holdingWriter struct {
+	bytes.Buffer
+	held []heldPayload
+}
+
+type heldPayload struct {
+	key string
+	p   []byte
+	c   interface{ Close() error }
+}
+
+func (w *holdingWriter) Hold(p []byte, c io.Closer) { w.held = append(w.held, heldPayload{p: p, c: c}) }
+
+// TestConcurrentHeldGets: gets whose payloads lie in the memory tier are handed to a Holder by
+// reference and stay held across later gets, on 8 goroutines at once, while other goroutines
+// overwrite the keys. Every payload held is, until the holder closes it, a whole value of its
+// key (of some version): the Readers the store reuses from Get to Get are never shared.
+func TestConcurrentHeldGets(t *testing.T) {
+	c, err := blobcache.New(t.TempDir(), blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite),
+		blobcache.WithWriteBufferSize(1<<20), blobcache.WithExpectedBlobs(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := New(c, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	payload := func(i, version int) []byte {
+		b := bytes.Repeat([]byte{byte(i), byte(version)}, (holdMin+i*997)/2)
+		return b
+	}
+	valid := func(i int, p []byte) bool {
+		if len(p) != len(payload(i, 0)) || p[0] != byte(i) {
+			return false
+		}
+		return bytes.Equal(p, payload(i, int(p[1])))
+	}
+	for i := range n {
+		put(t, s, fmt.Sprint("k", i), payload(i, 0), item.Meta{})
+	}
+	c.Drain()
+	stop := make(chan struct{})
+	var writers, readers sync.WaitGroup
+	for g := range 2 {
+		writers.Go(func() {
+			for v := 1; ; v++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := (g*7 + v) % n
+				put(t, s, fmt.Sprint("k", i), payload(i, v%200), item.Meta{})
+			}
+		})
+	}
+	var heldTotal atomic.Int64
+	for g := range 8 {
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			w := &holdingWriter{}
+			flush := func() {
+				for _, h := range w.held {
+					var i int
+					fmt.Sscan(strings.TrimPrefix(h.key, "k"), &i)
+					if !valid(i, h.p) {
+						t.Errorf("%s: a held payload of %d bytes is not a value of its key", h.key, len(h.p))
+					}
+					h.c.Close()
+				}
+				heldTotal.Add(int64(len(w.held)))
+				w.held = w.held[:0]
+			}
+			for j := range 2000 {
+				i := rng.IntN(n)
+				key := fmt.Sprint("k", i)
+				before := len(w.held)
+				found, err := s.Get(context.Background(), []byte(key), func(Info) (Plan, error) { return Plan{W: w, N: -1}, nil })
+				if !found || err != nil {
+					t.Errorf("%s: found %v, %v", key, found, err)
+					return
+				}
+				if len(w.held) > before {
+					w.held[len(w.held)-1].key = key
+				} else if !valid(i, w.Bytes()) {
+					t.Errorf("%s: a copied payload of %d bytes is not a value of its key", key, w.Len())
+				}
+				w.Reset()
+				if rng.IntN(4) == 0 || j == 1999 {
+					flush()
+				}
+			}
+		})
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
+	if heldTotal.Load() == 0 {
+		t.Fatal("no payload was held by reference: the test tests nothing")
 	}
 }

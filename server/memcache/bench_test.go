@@ -1,0 +1,68 @@
+package memcache
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/seed57392e9e/blobcache"
+	"github.com/seed57392e9e/blobcache/server/store"
+)
+
+// BenchmarkGet is a memcached get (and a meta get, mg) of a value held in the memory tier, over one connection, the
+// request written and the answer read by a client that allocates nothing: allocs/op is the
+// server's (the connection's, the store's and the cache's).
+func BenchmarkGet(b *testing.B) {
+	for _, tc := range []struct {
+		cmd  string
+		size int
+	}{{"get", 4 << 10}, {"get", 100 << 10}, {"mg", 4 << 10}, {"mg", 100 << 10}} {
+		size := tc.size
+		b.Run(tc.cmd+"/"+strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			e := newEnvWith(b, Config{}, store.Config{}, append(testOptions(),
+				blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite)))
+			c, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			set := append([]byte("set k 0 0 "+strconv.Itoa(size)+"\r\n"), bytes.Repeat([]byte("v"), size)...)
+			set = append(set, "\r\n"...)
+			buf := make([]byte, size+1024)
+			if _, err := c.Write(set); err != nil {
+				b.Fatal(err)
+			}
+			if n, err := c.Read(buf); err != nil || string(buf[:n]) != "STORED\r\n" {
+				b.Fatalf("set: %q, %v", buf[:n], err)
+			}
+			e.c.Drain()
+			req, head, end := "get k\r\n", "VALUE k 0 "+strconv.Itoa(size)+"\r\n", "\r\nEND\r\n"
+			if tc.cmd == "mg" {
+				req, head, end = "mg k v f t\r\n", "VA "+strconv.Itoa(size)+" f0 t-1\r\n", "\r\n"
+			}
+			want, reqb := len(head)+size+len(end), []byte(req)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Write(reqb); err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for n < want {
+					k, err := c.Read(buf[n:])
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += k
+				}
+				if n != want || string(buf[:len(head)]) != head || string(buf[n-len(end):n]) != end {
+					b.Fatalf("%q", buf[:min(n, 200)])
+				}
+			}
+			if st := e.c.Stats(); st.MemoryHits < uint64(b.N) {
+				b.Fatalf("%d of %d gets came from the memory tier", st.MemoryHits, b.N)
+			}
+		})
+	}
+}
