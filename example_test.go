@@ -229,6 +229,12 @@ func Example_readme() {
 		r.Close()
 		fmt.Printf("%s\n", v)
 	}
+	var mine blobcache.Reader  // reused from read to read
+	if c.GetInto(&mine, key) { // no allocation once mine has been used
+		mine.WriteTo(os.Stdout)
+		mine.Close()
+		fmt.Println()
+	}
 	buf := make([]byte, 3)
 	if n, err := c.ReadAt(key, buf, 3); err == nil { // into your buffer, no allocation
 		fmt.Printf("%s\n", buf[:n])
@@ -241,6 +247,7 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	// Output:
+	// ...the bytes...
 	// ...the bytes...
 	// the
 }
