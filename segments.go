@@ -84,6 +84,9 @@ type freedRange struct {
 // descriptor of the same file.
 func (c *Cache) openReads(s *segHandle) error {
 	s.rd = s.f
+	// Hits land anywhere: readahead would only bring in pages no hit asked for (an advice; a
+	// file or platform that cannot take it reads as before).
+	_ = vfs.AdviseRandomReads(s.f)
 	if c.opts.BufferedReads {
 		return nil
 	}

@@ -5,12 +5,18 @@
 #
 #   bash bench/scripts/memaslap_cell.sh SERVER SIZE SECONDS
 #
-# SERVER is memcached (-m 4096, everything in RAM), ext (memcached -m 800 with extstore on the
-# work directory), or the path of a blobcache binary, run as `serve` with $SERVE_FLAGS (default
+# SERVER is memcached (-m 4096, everything in RAM), ext (memcached -m $EXT_MEM, default 800, with
+# extstore on the work directory), or the path of a blobcache binary, run as `serve` with $SERVE_FLAGS (default
 # "--memory 4G"). The load: memaslap's 9:1 get:set, 2 threads, $CONNS connections (default 32),
 # a key window of $WIN keys a connection (default 10k, 1k past 16 KiB), values of SIZE bytes.
 # Alternate servers by calling it in turn; the session-14 and -15 memaslap cells of
 # docs/BENCHMARKS.md ("Values from memory to the socket by reference") were run this way.
+#
+# With CGROUP_MEM (e.g. 800M), the server runs in a memory cgroup of its own with that limit,
+# which the page cache it fills counts against as well as its own memory: "the same RAM" for a
+# server that keeps values on disk, whatever the machine's RAM. Needs root and the memory
+# controller (cgroup v1 at /sys/fs/cgroup/memory, or v2). The line then also reports the
+# device bytes read during the load (from /proc/diskstats, all devices).
 set -euo pipefail
 server=$1 size=$2 secs=$3
 work=${WORK:-/var/tmp/memaslap-cell}
@@ -19,23 +25,39 @@ slap=$(command -v memaslap || command -v memcaslap)
 rm -rf "$work/data" && mkdir -p "$work/data"
 case $server in
   memcached) memcached -l 127.0.0.1 -p $port -U 0 -m 4096 -I 2m -t 2 -c 4096 -u root & ;;
-  ext) memcached -l 127.0.0.1 -p $port -U 0 -m 800 -I 2m -t 2 -c 4096 -u root \
+  ext) memcached -l 127.0.0.1 -p $port -U 0 -m ${EXT_MEM:-800} -I 2m -t 2 -c 4096 -u root \
          -o "ext_path=$work/data/extstore:16G,ext_threads=2" & ;;
   *) "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" --log-level warn \
        ${SERVE_FLAGS:---memory 4G} >> "$work/server.log" 2>&1 & ;;
 esac
 pid=$!
+if [ -n "${CGROUP_MEM:-}" ]; then
+  bytes=$(numfmt --from=iec "$CGROUP_MEM")
+  if [ -d /sys/fs/cgroup/memory ]; then
+    cg=/sys/fs/cgroup/memory/memaslap-cell
+    rmdir $cg 2> /dev/null || true
+    mkdir -p $cg && echo $bytes > $cg/memory.limit_in_bytes
+    echo $pid > $cg/cgroup.procs
+  else
+    cg=/sys/fs/cgroup/memaslap-cell
+    rmdir $cg 2> /dev/null || true
+    mkdir -p $cg && echo $bytes > $cg/memory.max
+    echo $pid > $cg/cgroup.procs
+  fi
+fi
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 win=10k
 [ "$size" -gt 16384 ] && win=1k
 win=${WIN:-$win}
 c0=$(awk '{print $14 + $15}' /proc/$pid/stat)
+r0=$(awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats)
 out=$("$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1)
 c1=$(awk '{print $14 + $15}' /proc/$pid/stat)
+r1=$(awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats)
 rss=$(awk '/VmHWM/ {print int($2 / 1024)}' /proc/$pid/status)
 kill $pid
 wait $pid 2> /dev/null || true
 tps=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i + 1)}' | tail -1)
 gets=$(echo "$out" | awk '/^cmd_get:/ {v = $2} END {print v + 0}')
 missed=$(echo "$out" | awk '/^get_misses:/ {v = $2} END {print v + 0}')
-echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks rss=${rss}MiB"
+echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB"

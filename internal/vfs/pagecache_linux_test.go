@@ -66,3 +66,52 @@ func TestStatPageCacheUnsupported(t *testing.T) {
 type namedOnly struct{ File }
 
 func (namedOnly) Name() string { return "f" }
+
+// TestAdviseRandomReads: a 4 KiB read through the page cache of a file advised random brings in
+// the pages it asks for and no more; without the advice the kernel reads ahead past them (so the
+// check can fail). A file that cannot take the advice says so.
+func TestAdviseRandomReads(t *testing.T) {
+	const n = 4 << 20
+	cachedAfterRead := func(advise bool) int64 {
+		f, err := Default.OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.(*osFile).Fd()), 0, n, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		if advise {
+			if err := AdviseRandomReads(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The start of a file, where the kernel reads ahead from a first read.
+		if _, err := f.ReadAt(make([]byte, 4096), 0); err != nil {
+			t.Fatal(err)
+		}
+		st, err := StatPageCache(f, 0, n)
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Skipf("cachestat: %v (Linux before 6.5)", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Cached
+	}
+	if got := cachedAfterRead(true); got != 1 {
+		t.Errorf("advised random: %d pages cached after a one-page read, want 1", got)
+	}
+	if got := cachedAfterRead(false); got <= 1 {
+		t.Logf("without the advice the kernel read no further either (%d pages): readahead is off here", got)
+	}
+	if err := AdviseRandomReads(namedOnly{}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("a file that cannot take the advice: %v", err)
+	}
+}

@@ -91,6 +91,12 @@ func (f *osFile) allocate(off, n int64) error {
 	})
 }
 
+func (f *osFile) adviseRandom() error {
+	return f.control("fadvise", func(fd int) error {
+		return unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM)
+	})
+}
+
 func (f *osFile) punchHole(off, n int64) error {
 	return f.control("punch hole", func(fd int) error {
 		return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
