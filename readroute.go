@@ -28,8 +28,9 @@ import (
 //     hits the page cache served;
 //   - any other read, a record's first hit under pressure, goes to the device with O_DIRECT.
 //
-// What the page cache holds is asked of the kernel (vfs.StatPageCache, cachestat(2)) once per
-// read, at no I/O. Where it cannot tell (a kernel before 6.5), the access bit alone decides.
+// A read through the page cache brings in its record and no readahead past it (segment files
+// are advised random: openReads). What the page cache holds is asked of the kernel
+// (vfs.StatPageCache, cachestat(2)) once per read, at no I/O. Where it cannot tell (a kernel before 6.5), the access bit alone decides.
 // docs/DESIGN.md, "The read path", has the measurements behind the rules.
 
 // routedReadMin is the smallest read that picks its route; smaller ones go through the page
