@@ -12,6 +12,9 @@
 # Alternate servers by calling it in turn; the session-14 and -15 memaslap cells of
 # docs/BENCHMARKS.md ("Values from memory to the socket by reference") were run this way.
 #
+# With WARMUP=N, the same load first runs N seconds unmeasured, so that the measured part finds
+# the servers' memory filled (the fill's page faults are outside it).
+#
 # With CGROUP_MEM (e.g. 800M), the server runs in a memory cgroup of its own with that limit,
 # which the page cache it fills counts against as well as its own memory: "the same RAM" for a
 # server that keeps values on disk, whatever the machine's RAM. Needs root and the memory
@@ -49,6 +52,9 @@ for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break;
 win=10k
 [ "$size" -gt 16384 ] && win=1k
 win=${WIN:-$win}
+if [ "${WARMUP:-0}" -gt 0 ]; then
+  "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${WARMUP}s" > /dev/null 2>&1
+fi
 c0=$(awk '{print $14 + $15}' /proc/$pid/stat)
 r0=$(awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats)
 out=$("$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1)
