@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
 // TestGetInto: one Reader the caller owns, reused for reads of every kind in random order (a
 // value in the write buffer, small and large values from the memory tier, a value left in its
 // segment file and streamed, a miss, Get, Open and OpenEncoded, read to the end, closed early,
-// taken with Buffered, dropped by the next read), delivers what a Reader of Get delivers, and
+// taken with Buffered, dropped by the next read; ranges with GetRangeInto), delivers what a Reader of Get delivers, and
 // holds nothing once closed or reused: no tier entry, no segment reference.
 func TestGetInto(t *testing.T) {
 	c := open(t, t.TempDir(), small(WithMemorySize(16<<20), WithMemoryAdmission(MemoryOnWrite), WithWriteBufferSize(1<<20))...)
@@ -36,16 +37,24 @@ func TestGetInto(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 400 {
 		key := keys[rng.IntN(len(keys))]
+		want, present := vals[key]
 		var ok bool
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			ok = c.GetInto(&r, []byte(key))
 		case 1:
 			ok = c.OpenInto(&r, []byte(key))
-		default:
+		case 2:
 			ok = c.OpenEncodedInto(&r, []byte(key), CompressionZstd)
+		default:
+			off, n := 0, len(want)
+			if present {
+				off = rng.IntN(len(want))
+				n = 100 + rng.IntN(len(want)-off)
+				want = want[off:min(off+n, len(want))]
+			}
+			ok = c.GetRangeInto(&r, []byte(key), int64(off), int64(n))
 		}
-		want, present := vals[key]
 		if ok != present {
 			t.Fatalf("read %d of %s: hit %v, want %v", i, key, ok, present)
 		}
@@ -56,7 +65,7 @@ func TestGetInto(t *testing.T) {
 			checkReleased(t, c, &r, i)
 			continue
 		}
-		if r.Size() != int64(len(want)) || r.Info().Size != int64(len(want)) {
+		if r.Size() != int64(len(want)) || r.Info().Size != int64(len(vals[key])) {
 			t.Fatalf("read %d of %s: Size %d, Info %+v", i, key, r.Size(), r.Info())
 		}
 		switch rng.IntN(4) {
@@ -77,8 +86,8 @@ func TestGetInto(t *testing.T) {
 			r.Close()
 			checkReleased(t, c, &r, i)
 		case 2: // part of it, then closed
-			var p [100]byte
-			if n, err := io.ReadFull(&r, p[:]); n != 100 || err != nil || !bytes.Equal(p[:], want[:100]) {
+			p := make([]byte, min(100, len(want)))
+			if n, err := io.ReadFull(&r, p); n != len(p) || err != nil || !bytes.Equal(p, want[:len(p)]) {
 				t.Fatalf("read %d of %s: first bytes %d, %v", i, key, n, err)
 			}
 			r.Close()
@@ -107,7 +116,8 @@ func checkReleased(t *testing.T, c *Cache, r *Reader, i int) {
 }
 
 // TestGetIntoAllocates: reads into a Reader the caller owns allocate nothing once it has been
-// used: from the memory tier at any size, from the page cache, and from a segment file, streamed.
+// used: from the memory tier at any size, from the page cache, from a segment file, streamed, and
+// a range.
 func TestGetIntoAllocates(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops pooled buffers at random")
@@ -136,13 +146,17 @@ func TestGetIntoAllocates(t *testing.T) {
 		{"memory 100KiB", mc, "b", true},
 		{"page cache 4KiB", dc, "a", false},
 		{"page cache 100KiB, streamed", dc, "b", true},
+		{"page cache 100KiB, a range", dc, "b", false},
 	} {
 		key := []byte(tc.key)
 		read := func() {
 			ok := false
-			if tc.open {
+			switch {
+			case tc.open:
 				ok = tc.c.OpenInto(&r, key)
-			} else {
+			case strings.HasSuffix(tc.name, "a range"):
+				ok = tc.c.GetRangeInto(&r, key, 50<<10, 20<<10)
+			default:
 				ok = tc.c.GetInto(&r, key)
 			}
 			if !ok {

@@ -52,19 +52,28 @@ func (c *Cache) OpenEncoded(key []byte, accept Compression) (*Reader, bool) {
 // the bytes. The zero Reader is ready for use; the first GetInto of a Reader allocates what it
 // keeps for all the reads after it. A Reader from Get, Open or GetRange can be reused as well.
 func (c *Cache) GetInto(r *Reader, key []byte) bool {
-	return c.into(r, key, false, 0)
+	return c.into(r, key, 0, -1, false, 0)
 }
 
 // OpenInto is Open into a Reader the caller owns (see GetInto).
-func (c *Cache) OpenInto(r *Reader, key []byte) bool { return c.into(r, key, true, 0) }
+func (c *Cache) OpenInto(r *Reader, key []byte) bool { return c.into(r, key, 0, -1, true, 0) }
 
 // OpenEncodedInto is OpenEncoded into a Reader the caller owns (see GetInto).
 func (c *Cache) OpenEncodedInto(r *Reader, key []byte, accept Compression) bool {
-	return c.into(r, key, true, uint8(accept))
+	return c.into(r, key, 0, -1, true, uint8(accept))
 }
 
-func (c *Cache) into(r *Reader, key []byte, lazy bool, accept uint8) bool {
-	if _, ok := c.get(r, key, 0, -1, lazy, accept); ok {
+// GetRangeInto is GetRange into a Reader the caller owns (see GetInto).
+func (c *Cache) GetRangeInto(r *Reader, key []byte, off, n int64) bool {
+	if off < 0 {
+		c.newReader(r).err = ErrClosed
+		return false
+	}
+	return c.into(r, key, off, n, false, 0)
+}
+
+func (c *Cache) into(r *Reader, key []byte, off, n int64, lazy bool, accept uint8) bool {
+	if _, ok := c.get(r, key, off, n, lazy, accept); ok {
 		return true
 	}
 	c.newReader(r).err = ErrClosed

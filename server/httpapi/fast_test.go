@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -261,11 +260,20 @@ func FuzzParseRequest(f *testing.F) {
 // connection, the request written and the response read by a client that allocates nothing:
 // allocs/op is the server's (the fast path's, the store's and the cache's).
 func BenchmarkFastPathGet(b *testing.B) {
-	for _, size := range []int{4 << 10, 100 << 10} {
-		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+	for _, tc := range []struct {
+		name       string
+		size, want int    // the blob's size, the payload's
+		rng        string // a Range header's value, if any
+	}{
+		{"4KiB", 4 << 10, 4 << 10, ""},
+		{"100KiB", 100 << 10, 100 << 10, ""},
+		{"100KiB-of-1MiB-at-512KiB", 1 << 20, 100 << 10, "bytes=524288-626687"},
+	} {
+		size := tc.want
+		b.Run(tc.name, func(b *testing.B) {
 			e := newEnv(b, store.Config{}, Config{}, blobcache.WithMemorySize(64<<20),
 				blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
-			e.put("k", bytes.Repeat([]byte("v"), size))
+			e.put("k", bytes.Repeat([]byte("v"), tc.size))
 			e.c.Drain()
 			c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
 			if err != nil {
@@ -273,6 +281,11 @@ func BenchmarkFastPathGet(b *testing.B) {
 			}
 			defer c.Close()
 			req := []byte("GET /v1/blobs/k HTTP/1.1\r\nHost: x\r\n\r\n")
+			status := []byte("HTTP/1.1 200 OK\r\n")
+			if tc.rng != "" {
+				req = []byte("GET /v1/blobs/k HTTP/1.1\r\nHost: x\r\nRange: " + tc.rng + "\r\n\r\n")
+				status = []byte("HTTP/1.1 206 Partial Content\r\n")
+			}
 			buf := make([]byte, size+1024)
 			want := -1 // the response's length, learnt from the first
 			b.SetBytes(int64(size))
@@ -294,7 +307,7 @@ func BenchmarkFastPathGet(b *testing.B) {
 						}
 					}
 				}
-				if !bytes.HasPrefix(buf, []byte("HTTP/1.1 200 OK\r\n")) {
+				if !bytes.HasPrefix(buf, status) {
 					b.Fatalf("%q", buf[:min(n, 200)])
 				}
 			}

@@ -523,11 +523,12 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 // getRange serves a range that starts past switchOffset with a ranged read, after checking that
 // the blob is still the one whose Info began the Get.
 func (s *Store) getRange(key []byte, d *decoder) (found, retry bool, err error) {
-	rr, ok := s.c.GetRange(key, d.hdr+d.skip, d.left)
-	if !ok {
+	slot := readSlots.Get().(*readSlot)
+	defer slot.Close()
+	rr := &slot.r
+	if !s.c.GetRangeInto(rr, key, d.hdr+d.skip, d.left) {
 		return false, true, nil
 	}
-	defer rr.Close()
 	if sum, has := rr.Checksum(); !has || sum != d.sum {
 		return false, true, nil
 	}
