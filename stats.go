@@ -84,7 +84,8 @@ type Stats struct {
 	SentBytes uint64
 
 	// The memory tier (Options.MemorySize; zero without one): its capacity, the memory its values
-	// take (keys, values, attributes and a fixed cost each), the values it holds; the reads it
+	// take (keys, values, attributes and a fixed cost each; the pages a value's buffer has had
+	// written, for a buffer of its own), the values it holds; the reads it
 	// served (each also a hit), the lookups it did not hold (read from the segments), the values
 	// that entered and that it evicted, and those it declined (a first hit, or too large).
 	MemoryCapacity  int64

@@ -4,7 +4,12 @@ package memtier
 
 import "golang.org/x/sys/unix"
 
-// mapBytes returns n bytes of anonymous mapped memory, or heap memory if the mapping fails.
+// mapsOnDemand tells that a buffer mapped on its own (mapBytes) takes memory only for the pages
+// written: the untouched tail of its size class is never resident.
+const mapsOnDemand = true
+
+// mapBytes returns n bytes of anonymous mapped memory, or heap memory if the mapping fails
+// (rare; a heap buffer's untouched pages are in most cases not resident either).
 func mapBytes(n int) []byte {
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {

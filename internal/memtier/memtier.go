@@ -2,6 +2,7 @@ package memtier
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -37,10 +38,14 @@ type Entry struct {
 	Attrs string
 	Value []byte
 
-	buf   []byte        // Key and Value, and the rest of a size class
-	refs  atomic.Int32  // the tier's reference, while it holds the entry, and each reader's
-	hits  atomic.Uint32 // saturating at maxHits
-	state atomic.Uint32 // queue it is in (inSmall, inMain) or gone
+	buf []byte // Key and Value, and the rest of a size class
+	// resident is the bytes of buf the entry counts for: the pages written so far of a buffer
+	// mapped on its own (the rest of its class is never touched, so never resident), all of
+	// one cut from a slab.
+	resident int
+	refs     atomic.Int32  // the tier's reference, while it holds the entry, and each reader's
+	hits     atomic.Uint32 // saturating at maxHits
+	state    atomic.Uint32 // queue it is in (inSmall, inMain) or gone
 }
 
 const (
@@ -53,7 +58,7 @@ const maxHits = 3
 
 // Size is the memory the entry counts for.
 func (e *Entry) Size() int64 {
-	return int64(cap(e.buf)+len(e.Attrs)) + EntryOverhead
+	return int64(e.resident+len(e.Attrs)) + EntryOverhead
 }
 
 const numShards = 64
@@ -76,7 +81,7 @@ type Tier struct {
 	// values that come and go then reuse memory instead of leaving it to the garbage collector.
 	// freeBytes counts them; Bytes and freeBytes together stay within the capacity.
 	freeMu    sync.Mutex
-	free      [numClasses][][]byte
+	free      [numClasses][]freeBuffer
 	freeBytes int64
 	arena     arena // where buffers come from and go back to
 
@@ -160,16 +165,28 @@ func (t *Tier) Release(e *Entry) {
 	if e.refs.Add(-1) != 0 {
 		return
 	}
-	c := classOf(cap(e.buf))
+	t.keep(e.buf, e.resident)
+}
+
+// freeBuffer is a buffer kept for another entry, with the bytes of it that are resident.
+type freeBuffer struct {
+	b        []byte
+	resident int
+}
+
+// keep keeps buf, of which resident bytes are in memory, for another entry of its class while
+// that leaves the tier within its capacity, or gives it back.
+func (t *Tier) keep(buf []byte, resident int) {
+	c := classOf(cap(buf))
 	if c < 0 {
 		return // made to measure on the heap: the garbage collector's
 	}
 	t.freeMu.Lock()
-	if t.bytes.Load()+t.freeBytes+int64(cap(e.buf)) <= t.capacity {
-		t.free[c] = append(t.free[c], e.buf)
-		t.freeBytes += int64(cap(e.buf))
+	if t.bytes.Load()+t.freeBytes+int64(resident) <= t.capacity {
+		t.free[c] = append(t.free[c], freeBuffer{buf, resident})
+		t.freeBytes += int64(resident)
 	} else {
-		t.arena.release(c, e.buf)
+		t.arena.release(c, buf)
 	}
 	t.freeMu.Unlock()
 }
@@ -183,7 +200,7 @@ func (t *Tier) Fits(n int64) bool { return n <= t.maxEntry }
 // entry may not enter (too large, or no room).
 func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, value []byte) bool {
 	k, n := len(key), len(key)+len(value)
-	size := int64(bufSize(n)+len(attrs)) + EntryOverhead
+	size := int64(residentOf(n, 0)+len(attrs)) + EntryOverhead // the least it counts for
 	if !t.Fits(size) {
 		t.declined.Add(1)
 		return false
@@ -200,11 +217,20 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 		t.declined.Add(1)
 		return false
 	}
-	buf := t.takeBuffer(n)
+	buf, resident := t.takeBuffer(n)
+	// A buffer kept from a larger entry has more of it resident: make room for that too.
+	size = int64(resident+len(attrs)) + EntryOverhead
+	for t.bytes.Load()+size > t.capacity {
+		if !t.evictOne() {
+			t.keep(buf, resident)
+			t.declined.Add(1)
+			return false
+		}
+	}
 	t.trimFree(size)
 	copy(buf, key)
 	copy(buf[k:], value)
-	e := &Entry{Hash: h, Tag: tag, Key: buf[:k:k], Hdr: hdr, Attrs: attrs, Value: buf[k:n:n], buf: buf}
+	e := &Entry{Hash: h, Tag: tag, Key: buf[:k:k], Hdr: hdr, Attrs: attrs, Value: buf[k:n:n], buf: buf, resident: resident}
 	e.refs.Store(1)
 	if t.ghost.Contains(h) {
 		t.ghost.Remove(h)
@@ -225,35 +251,45 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 	return true
 }
 
-// takeBuffer returns a buffer of n bytes (its capacity its size class's): one kept for reuse, or
-// a new one.
-func (t *Tier) takeBuffer(n int) []byte {
+// takeBuffer returns a buffer of n bytes (its capacity its size class's), one kept for reuse or
+// a new one, and how many of its bytes are resident once n are written.
+func (t *Tier) takeBuffer(n int) (buf []byte, resident int) {
 	c := classOf(n)
 	if c < 0 {
-		return make([]byte, n)
+		return make([]byte, n), n
 	}
 	t.freeMu.Lock()
-	var buf []byte
 	if l := len(t.free[c]); l > 0 {
-		buf = t.free[c][l-1]
-		t.free[c][l-1] = nil
+		f := t.free[c][l-1]
+		t.free[c][l-1] = freeBuffer{}
 		t.free[c] = t.free[c][:l-1]
-		t.freeBytes -= int64(cap(buf))
+		t.freeBytes -= int64(f.resident)
+		buf, resident = f.b, f.resident
 	}
 	if buf == nil {
 		buf = t.arena.alloc(c)
 	}
 	t.freeMu.Unlock()
-	return buf[:n]
+	return buf[:n], residentOf(n, resident)
 }
 
-// bufSize is the capacity of the buffer of an entry of n key and value bytes.
-func bufSize(n int) int {
-	if c := classOf(n); c >= 0 {
+// residentOf is how many bytes of the buffer of an entry of n key and value bytes are resident
+// once they are written, when before resident were: for a buffer mapped on its own, the pages
+// written (the tail of its class is never touched), at least as many as before; for one cut from
+// a slab, its class's size; for one made to measure, n.
+func residentOf(n, resident int) int {
+	c := classOf(n)
+	switch {
+	case c < 0:
+		return n
+	case classSize(c) < slabBytes || !mapsOnDemand:
 		return classSize(c)
 	}
-	return n
+	return max(resident, (n+pageSize-1)/pageSize*pageSize)
 }
+
+// pageSize is the granularity at which a buffer mapped on its own becomes resident.
+var pageSize = os.Getpagesize()
 
 // remove drops the entry of h from the map and counts it gone; its queue slot is skipped when it
 // reaches the head. The caller holds t.mu.
@@ -361,11 +397,11 @@ func (t *Tier) trimFree(n int64) {
 	for c := numClasses - 1; c >= 0 && t.bytes.Load()+n+t.freeBytes > t.capacity; c-- {
 		for len(t.free[c]) > 0 && t.bytes.Load()+n+t.freeBytes > t.capacity {
 			l := len(t.free[c])
-			b := t.free[c][l-1]
-			t.freeBytes -= int64(cap(b))
-			t.free[c][l-1] = nil
+			f := t.free[c][l-1]
+			t.freeBytes -= int64(f.resident)
+			t.free[c][l-1] = freeBuffer{}
 			t.free[c] = t.free[c][:l-1]
-			t.arena.release(c, b)
+			t.arena.release(c, f.b)
 		}
 	}
 }
