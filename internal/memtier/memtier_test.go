@@ -98,7 +98,21 @@ func TestS3FIFO(t *testing.T) {
 // TestBoundUnderConcurrency inserts, reads and removes from several goroutines and checks the
 // bound at every step, and that every entry found is the one asked for.
 func TestBoundUnderConcurrency(t *testing.T) {
-	tr := New(256 << 10)
+	for _, tc := range []struct {
+		name     string
+		capacity int64
+		maxValue int // values of 1 to maxValue bytes
+		steps    int // for each of 4 goroutines
+	}{
+		{"slab buffers", 256 << 10, 8 << 10, 20000},
+		{"mapped buffers", 8 << 20, 400 << 10, 4000}, // from 64 KiB each in a mapping of its own
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBoundUnderConcurrency(t, tc.capacity, tc.maxValue, tc.steps) })
+	}
+}
+
+func testBoundUnderConcurrency(t *testing.T, capacity int64, maxValue, steps int) {
+	tr := New(capacity)
 	var wg sync.WaitGroup
 	var over atomic.Int64
 	for g := range 4 {
@@ -106,13 +120,13 @@ func TestBoundUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
-			for range 20000 {
+			for range steps {
 				k := fmt.Sprintf("k%03d", rng.IntN(300))
 				h := xxhash.Sum64String(k)
 				tag := uint64(rng.IntN(3))
 				switch rng.IntN(10) {
 				case 0, 1:
-					add(tr, k, tag, 1+rng.IntN(8<<10), byte(tag))
+					add(tr, k, tag, 1+rng.IntN(maxValue), byte(tag))
 				case 2:
 					add(tr, k, tag+1, 1, byte(tag+1)) // a newer record of the key replaces the entry
 				default:
