@@ -21,7 +21,9 @@ const streamChunk = 256 << 10
 
 // Reader streams one blob. It is what Get returns as an io.Reader; it also implements
 // io.WriterTo and io.Closer. Close (or reading to the end) returns its buffer and file reference;
-// a Reader dropped without either is cleaned up by the garbage collector.
+// a Reader dropped without either is cleaned up by the garbage collector. A Reader the caller
+// owns (its zero value, or one Get returned) can be read into again and again with GetInto and
+// its kin, with no allocation past the first; it is not for concurrent use.
 //
 // With verification on, the Read that delivers the last byte returns an error wrapping
 // ErrChecksumMismatch if the bytes do not match their stored checksums. A blob that was
