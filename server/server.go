@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -380,10 +381,19 @@ func (s *Server) run(ctx context.Context) error {
 		watchdog = t.C
 	}
 
+	idleTick := time.NewTicker(idleCheck)
+	defer idleTick.Stop()
+	var idle idleWatch
+
 	var errs []error
 serving:
 	for {
 		select {
+		case now := <-idleTick.C:
+			if idle.tick(now, s.activity()) {
+				debug.FreeOSMemory()
+				s.cfg.Log.Debug("idle: gave the heap's free memory back to the system")
+			}
 		case <-ctx.Done():
 			break serving
 		case err := <-serveErr:
@@ -406,6 +416,12 @@ serving:
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// activity is the cache's count of reads and writes (idleWatch).
+func (s *Server) activity() uint64 {
+	st := s.cache.Stats()
+	return st.Hits + st.Misses + st.Puts + st.Deletes
 }
 
 // notify tells Config.Notify state, if there is one to tell.
