@@ -94,9 +94,10 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 	return c.get(nil, key, off, n, false, 0)
 }
 
-// get is Get, GetRange, Open and OpenEncoded: a reader of value bytes [off, off+n) (n < 0: to
-// the end); with lazy, Open's; accept, if not 0, the codec whose stored bytes the caller takes
-// as they are.
+// get is Get, GetRange, Open and OpenEncoded, and with dst their Into forms: a reader of value
+// bytes [off, off+n) (n < 0: to the end), dst itself when not nil (see newReader); with lazy,
+// Open's; accept, if not 0, the codec whose stored bytes the caller takes as they are. On a miss
+// dst is left as it was.
 func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
 		return nil, false
