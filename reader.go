@@ -56,7 +56,8 @@ type Reader struct {
 
 	// owned is where a Reader the caller owns (GetInto) keeps its holds, so that taking one
 	// allocates nothing: made at the Reader's first use, with the one cleanup that releases
-	// what it holds should the Reader be dropped unclosed. Nil for a Reader Get allocated.
+	// what it holds should the Reader be dropped unclosed. Nil until GetInto or its kin first
+	// read into the Reader.
 	owned *readerHolds
 }
 
