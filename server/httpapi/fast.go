@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/server/metrics"
+	"github.com/seed57392e9e/blobcache/server/netlimit"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -508,15 +509,7 @@ func (w *fastWriter) writev(p []byte) (int, error) {
 	c := w.c
 	c.iov = append(c.iov[:0], c.hdr, p)
 	c.pieces = c.iov // WriteTo consumes its receiver
-	var n int64
-	var err error
-	if bw, ok := c.c.(interface {
-		WriteBuffers(*net.Buffers) (int64, error)
-	}); ok {
-		n, err = bw.WriteBuffers(&c.pieces)
-	} else {
-		n, err = c.pieces.WriteTo(c.c)
-	}
+	n, err := netlimit.WriteBuffers(c.c, &c.pieces)
 	clear(c.iov) // no reference to the value outlives its holder
 	return max(int(n)-len(c.hdr), 0), err
 }

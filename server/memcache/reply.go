@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/seed57392e9e/blobcache/server/netlimit"
 )
 
 // replyBuffer gathers a connection's answers until they are flushed, as bufio.Writer does, and
@@ -24,12 +26,6 @@ type replyBuffer struct {
 	iov     net.Buffers // reused by flushes
 	pieces  net.Buffers // what of iov a flush has still to write (WriteTo consumes it)
 	err     error       // the first write error: later writes fail with it
-}
-
-// buffersWriter is a connection wrapper that can hand a net.Buffers to the connection it wraps
-// (netlimit's), so that it goes out in one writev.
-type buffersWriter interface {
-	WriteBuffers(b *net.Buffers) (int64, error)
 }
 
 type heldValue struct {
@@ -151,11 +147,7 @@ func (b *replyBuffer) Flush() error {
 	if b.err == nil {
 		b.pieces = iov // a field, not a local: a pointer to it passed on does not escape each flush
 		var n int64
-		if bw, ok := b.conn.(buffersWriter); ok {
-			n, err = bw.WriteBuffers(&b.pieces)
-		} else {
-			n, err = b.pieces.WriteTo(b.conn)
-		}
+		n, err = netlimit.WriteBuffers(b.conn, &b.pieces)
 		b.pieces = nil
 		b.written.Add(uint64(n))
 		if err != nil {

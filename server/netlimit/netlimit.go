@@ -86,6 +86,18 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 // wrapper hides.
 func (c *conn) WriteBuffers(b *net.Buffers) (int64, error) { return b.WriteTo(c.Conn) }
 
+// WriteBuffers writes b to c with one writev where c is a TCP connection, itself or wrapped in a
+// connection of this package's (or any that has a WriteBuffers method); otherwise as
+// net.Buffers writes to c. It consumes b, as net.Buffers.WriteTo does.
+func WriteBuffers(c net.Conn, b *net.Buffers) (int64, error) {
+	if bw, ok := c.(interface {
+		WriteBuffers(*net.Buffers) (int64, error)
+	}); ok {
+		return bw.WriteBuffers(b)
+	}
+	return b.WriteTo(c)
+}
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
