@@ -15,15 +15,14 @@ const idleCheck = 5 * time.Second
 // idleWatch tells when the server has gone idle: fed the cache's count of reads and writes at
 // each check, it reports true once per idle period, when that count has not moved for idleFree.
 type idleWatch struct {
-	last   uint64
-	since  time.Time // when the count last moved
-	freed  bool      // the memory was given back in this idle period
-	primed bool
+	last  uint64
+	since time.Time // when the count last moved; zero before the first tick
+	freed bool      // the memory was given back in this idle period
 }
 
 func (w *idleWatch) tick(now time.Time, activity uint64) bool {
-	if !w.primed || activity != w.last {
-		w.last, w.since, w.freed, w.primed = activity, now, false, true
+	if w.since.IsZero() || activity != w.last {
+		w.last, w.since, w.freed = activity, now, false
 		return false
 	}
 	if w.freed || now.Sub(w.since) < idleFree {

@@ -208,24 +208,17 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.remove(h) // the older entry of the hash, if any, leaves first
-	for t.bytes.Load()+size > t.capacity {
-		if !t.evictOne() {
-			break
-		}
-	}
-	if t.bytes.Load()+size > t.capacity {
+	if !t.makeRoom(size) {
 		t.declined.Add(1)
 		return false
 	}
 	buf, resident := t.takeBuffer(n)
 	// A buffer kept from a larger entry has more of it resident: make room for that too.
 	size = int64(resident+len(attrs)) + EntryOverhead
-	for t.bytes.Load()+size > t.capacity {
-		if !t.evictOne() {
-			t.keep(buf, resident)
-			t.declined.Add(1)
-			return false
-		}
+	if !t.makeRoom(size) {
+		t.keep(buf, resident)
+		t.declined.Add(1)
+		return false
 	}
 	t.trimFree(size)
 	copy(buf, key)
@@ -248,6 +241,17 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 	t.bytes.Add(size)
 	t.items.Add(1)
 	t.inserts.Add(1)
+	return true
+}
+
+// makeRoom evicts until size more bytes fit within the capacity; false if they cannot (the tier
+// is empty). The caller holds t.mu.
+func (t *Tier) makeRoom(size int64) bool {
+	for t.bytes.Load()+size > t.capacity {
+		if !t.evictOne() {
+			return false
+		}
+	}
 	return true
 }
 
