@@ -12,6 +12,10 @@
 # Alternate servers by calling it in turn; the session-14 and -15 memaslap cells of
 # docs/BENCHMARKS.md ("Values from memory to the socket by reference") were run this way.
 #
+# With METRICS set, a blobcache server also serves HTTP on 127.0.0.1:22190, and the line adds
+# what its /metrics say after the load: the blobs it holds, the memory tier's values, and the gets
+# the tier answered and did not.
+#
 # With WARMUP=N, the same load first runs N seconds unmeasured, so that the measured part finds
 # the servers' memory filled (the fill's page faults are outside it).
 #
@@ -30,7 +34,7 @@ case $server in
   memcached) memcached -l 127.0.0.1 -p $port -U 0 -m 4096 -I 2m -t 2 -c 4096 -u root & ;;
   ext) memcached -l 127.0.0.1 -p $port -U 0 -m ${EXT_MEM:-800} -I 2m -t 2 -c 4096 -u root \
          -o "ext_path=$work/data/extstore:16G,ext_threads=2" & ;;
-  *) "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" --log-level warn \
+  *) "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "${METRICS:+127.0.0.1:22190}" --log-level warn \
        ${SERVE_FLAGS:---memory 4G} >> "$work/server.log" 2>&1 & ;;
 esac
 pid=$!
@@ -56,14 +60,22 @@ if [ "${WARMUP:-0}" -gt 0 ]; then
   "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${WARMUP}s" > /dev/null 2>&1
 fi
 c0=$(awk '{print $14 + $15}' /proc/$pid/stat)
-r0=$(awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats)
+# read_bytes: the bytes read from whole disks so far (/proc/diskstats, sectors of 512 bytes).
+read_bytes() { awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats; }
+r0=$(read_bytes)
 out=$("$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1)
 c1=$(awk '{print $14 + $15}' /proc/$pid/stat)
-r1=$(awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats)
+r1=$(read_bytes)
 rss=$(awk '/VmHWM/ {print int($2 / 1024)}' /proc/$pid/status)
+tier=""
+if [ -n "${METRICS:-}" ] && [ "$server" != memcached ] && [ "$server" != ext ]; then
+  # What the cache held and where its gets went, from the server's /metrics after the load.
+  tier=$(curl -s 127.0.0.1:22190/metrics | awk '$1 ~ /^blobcache_(blobs|memory_items|memory_hits_total|memory_misses_total)$/ {
+    sub(/^blobcache_/, "", $1); printf " %s=%.0f", $1, $2 }')
+fi
 kill $pid
 wait $pid 2> /dev/null || true
 tps=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i + 1)}' | tail -1)
 gets=$(echo "$out" | awk '/^cmd_get:/ {v = $2} END {print v + 0}')
 missed=$(echo "$out" | awk '/^get_misses:/ {v = $2} END {print v + 0}')
-echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB"
+echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB$tier"

@@ -13,15 +13,8 @@ import (
 // with fadvise(DONTNEED) (not cached, and not counted as evicted: no memory pressure dropped
 // it), read back (cached).
 func TestStatPageCache(t *testing.T) {
-	f, err := Default.OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	const n = 1 << 20
-	if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-		t.Fatal(err)
-	}
+	f := writtenFile(t, n)
 	st, err := StatPageCache(f, 0, n)
 	if errors.Is(err, errors.ErrUnsupported) {
 		t.Skipf("cachestat: %v (Linux before 6.5)", err)
@@ -33,13 +26,7 @@ func TestStatPageCache(t *testing.T) {
 	if st.Pages != pages || st.Cached != pages {
 		t.Fatalf("after the write: %+v, want %d pages all cached", st, pages)
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	fd := int(f.(*osFile).Fd())
-	if err := unix.Fadvise(fd, 0, n, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
+	dropPages(t, f, n)
 	if st, err = StatPageCache(f, 0, n); err != nil || st.Cached != 0 || st.Evicted != 0 {
 		t.Fatalf("after DONTNEED: %+v, %v; want nothing cached or evicted", st, err)
 	}
@@ -62,6 +49,33 @@ func TestStatPageCacheUnsupported(t *testing.T) {
 	}
 }
 
+// writtenFile is a new file of n zero bytes, written through the page cache (so cached), closed
+// with the test.
+func writtenFile(t *testing.T, n int) File {
+	t.Helper()
+	f, err := Default.OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// dropPages writes the first n bytes of f back and drops them from the page cache
+// (fadvise(DONTNEED), which the kernel does not count as an eviction).
+func dropPages(t *testing.T, f File, n int64) {
+	t.Helper()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.(*osFile).Fd()), 0, n, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // namedOnly is a File that has a name and nothing else.
 type namedOnly struct{ File }
 
@@ -73,20 +87,8 @@ func (namedOnly) Name() string { return "f" }
 func TestAdviseRandomReads(t *testing.T) {
 	const n = 4 << 20
 	cachedAfterRead := func(advise bool) int64 {
-		f, err := Default.OpenFile(filepath.Join(t.TempDir(), "f"), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Fadvise(int(f.(*osFile).Fd()), 0, n, unix.FADV_DONTNEED); err != nil {
-			t.Fatal(err)
-		}
+		f := writtenFile(t, n)
+		dropPages(t, f, n)
 		if advise {
 			if err := AdviseRandomReads(f); err != nil {
 				t.Fatal(err)
