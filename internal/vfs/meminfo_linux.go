@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // MemoryAvailable returns the memory the kernel could give the page cache without swapping: the
 // MemAvailable of /proc/meminfo (free memory plus the page cache and slab it can reclaim), or,
-// in a cgroup (v2) with a memory limit, the limit less what the cgroup holds that cannot be
+// in a memory cgroup (v1 or v2) with a limit, the limit less what the cgroup holds that cannot be
 // reclaimed (its usage less its page cache), if that is less.
 func MemoryAvailable() (int64, error) {
 	b, err := os.ReadFile("/proc/meminfo")
@@ -48,42 +49,74 @@ func meminfoField(b []byte, name string) (int64, bool) {
 	return 0, false
 }
 
-// cgroupMemory returns the memory limit of this process's cgroup (v2) and what it holds that
-// the kernel cannot reclaim (memory.current less the page cache of memory.stat's "file"); ok is
-// false without a cgroup v2 limit.
+// cgroupMemory returns the memory limit of this process's cgroup and what it holds that the
+// kernel cannot reclaim (its memory less its page cache); ok is false without a limit.
 func cgroupMemory() (limit, held int64, ok bool) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return 0, 0, false
 	}
-	path, found := "", false
-	for _, line := range strings.Split(string(b), "\n") {
+	return cgroupMemoryAt("/sys/fs/cgroup", string(b))
+}
+
+// unlimited is the least memory limit read as none: cgroup v1 writes "no limit" as the largest
+// page-aligned int64.
+const unlimited = 1 << 62
+
+// cgroupMemoryAt is cgroupMemory for the cgroup hierarchies mounted under root and the process's
+// /proc/self/cgroup, self. With cgroup v1's memory controller (a line "N:memory:/path"), the
+// limit is memory.stat's hierarchical_memory_limit (the least of the cgroup's and its
+// ancestors'), the memory memory.usage_in_bytes, the page cache memory.stat's total_cache. With
+// cgroup v2 (the line "0::/path"), memory.max, memory.current and memory.stat's file.
+func cgroupMemoryAt(root, self string) (limit, held int64, ok bool) {
+	v1, v2 := "", ""
+	found1, found2 := false, false
+	for _, line := range strings.Split(self, "\n") {
 		if p, cut := strings.CutPrefix(line, "0::"); cut {
-			path, found = p, true
+			v2, found2 = p, true
+		}
+		if _, rest, cut := strings.Cut(line, ":"); cut {
+			if ctrls, p, cut := strings.Cut(rest, ":"); cut && slices.Contains(strings.Split(ctrls, ","), "memory") {
+				v1, found1 = p, true
+			}
 		}
 	}
-	if !found {
-		return 0, 0, false
-	}
-	dir := filepath.Join("/sys/fs/cgroup", path)
-	read := func(name string) (string, bool) {
+	read := func(dir, name string) (string, bool) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b)), err == nil
 	}
-	lim, ok1 := read("memory.max")
-	cur, ok2 := read("memory.current")
-	if !ok1 || !ok2 || lim == "max" {
+	var lim, cur, stat string
+	var limOK, curOK bool
+	var cacheField string
+	switch {
+	case found1:
+		dir := filepath.Join(root, "memory", v1)
+		stat, _ = read(dir, "memory.stat")
+		if n, ok := statField(stat, "hierarchical_memory_limit"); ok {
+			lim, limOK = strconv.FormatInt(n, 10), true
+		} else {
+			lim, limOK = read(dir, "memory.limit_in_bytes")
+		}
+		cur, curOK = read(dir, "memory.usage_in_bytes")
+		cacheField = "total_cache"
+	case found2:
+		dir := filepath.Join(root, v2)
+		lim, limOK = read(dir, "memory.max")
+		cur, curOK = read(dir, "memory.current")
+		stat, _ = read(dir, "memory.stat")
+		cacheField = "file"
+	default:
+		return 0, 0, false
+	}
+	if !limOK || !curOK || lim == "max" {
 		return 0, 0, false
 	}
 	limit, err1 := strconv.ParseInt(lim, 10, 64)
 	current, err2 := strconv.ParseInt(cur, 10, 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || limit >= unlimited {
 		return 0, 0, false
 	}
-	var file int64
-	if st, ok := read("memory.stat"); ok {
-		file, _ = statField(st, "file")
-	}
+	file, _ := statField(stat, cacheField)
 	return limit, max(current-file, 0), true
 }
 
