@@ -438,7 +438,8 @@ func BenchmarkPut1MiB(b *testing.B) {
 		name string
 		opts []Option
 	}{
-		{"default", nil}, // direct writes
+		{"default", nil}, // through the page cache while it has room (writeback.go), then direct
+		{"direct", []Option{WithDirectWrites(true)}},
 		{"fsync", []Option{WithFsync(true)}},
 		{"buffered", []Option{WithBufferedWrites(true)}},
 		{"buffered-fsync", []Option{WithBufferedWrites(true), WithFsync(true)}},

@@ -554,6 +554,7 @@ func (c *Cache) Close() error {
 		if c.rs != nil {
 			c.rs.close()
 		}
+		c.segs.hurryAll() // the seals Close queues, and those waiting for write-back, sync now
 		c.w.close()
 		c.segs.sealers.Wait()
 		var errs []error

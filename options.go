@@ -77,13 +77,24 @@ type Options struct {
 	// forget recent writes, never return torn ones.
 	Fsync bool
 
-	// BufferedWrites writes batches through the page cache. Default off: batches are written
-	// with O_DIRECT, bypassing it, padded to 4 KiB (batches, not blobs), and UnsafePut copies
-	// like Put, since O_DIRECT needs aligned memory. Direct writes were chosen by measurement
-	// (docs/BENCHMARKS.md, "Direct writes by default"): they keep up with the device where
-	// buffered writes fall far behind it, at a fraction of the CPU, and they leave the page
-	// cache to what is read. A file system that refuses O_DIRECT gets buffered writes anyway
-	// (Stats.DirectIOOff).
+	// Writes. By default each batch picks its way (writeback.go; docs/DESIGN.md, "Which
+	// batches go through the page cache"): while the cache's data fits in RAM and the bytes
+	// written through the page cache and not yet synced stay under a tenth of the memory the
+	// page cache could have, a batch is written through the page cache and the kernel writes
+	// it back in its own time (the segment's seal waits for that before it syncs and writes the
+	// footer), so that hits on new blobs are served from memory and the device sees the writes
+	// later; otherwise it is written with O_DIRECT, which keeps up with the device where
+	// buffered writes fall far behind it, at a fraction of the CPU (docs/BENCHMARKS.md, "Direct
+	// writes by default"). Batches are padded to 4 KiB either way (batches, not blobs), and
+	// UnsafePut copies like Put, since O_DIRECT needs aligned memory. Stats.WrittenBackBytes
+	// counts the bytes written through the page cache. A file system that refuses O_DIRECT gets
+	// buffered writes anyway (Stats.DirectIOOff).
+	//
+	// DirectWrites writes every batch with O_DIRECT, as the default did before write-back;
+	// Fsync does too (each batch is synced, which direct writes do cheaper).
+	DirectWrites bool
+	// BufferedWrites writes every batch through the page cache, synced at its segment's seal
+	// (and with Fsync, at once), with no padding.
 	BufferedWrites bool
 
 	// Reads. By default a hit picks its way per read (see docs/DESIGN.md, "Which hits go to the device"): a
@@ -303,6 +314,8 @@ func (o Options) Validate() error {
 		return bad("DirectIOReads reads segments; PerBlobFiles has none")
 	case o.DirectIOReads && o.BufferedReads:
 		return bad("DirectIOReads and BufferedReads contradict each other: set one (or neither, to choose per read)")
+	case o.DirectWrites && o.BufferedWrites:
+		return bad("DirectWrites and BufferedWrites contradict each other: set one (or neither, to choose per batch)")
 	case o.MaxInflightBatches < 1 || o.MaxInflightBatches > 64:
 		return bad("MaxInflightBatches %d is outside [1, 64]", o.MaxInflightBatches)
 	case o.FlushInterval < 0:
@@ -331,7 +344,8 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// directWrites reports whether batches are written with O_DIRECT.
+// directWrites reports whether segments are written with O_DIRECT, and so their batches
+// aligned for it: every batch, or those that do not go through the page cache (writeback.go).
 func (o *Options) directWrites() bool { return !o.BufferedWrites }
 
 // Option sets a field of Options. Every With* function takes the field's value, booleans
@@ -377,6 +391,9 @@ func WithVerifyOnRead(v bool) Option { return func(o *Options) { o.VerifyOnRead 
 
 // WithFsync sets Options.Fsync.
 func WithFsync(v bool) Option { return func(o *Options) { o.Fsync = v } }
+
+// WithDirectWrites sets Options.DirectWrites.
+func WithDirectWrites(v bool) Option { return func(o *Options) { o.DirectWrites = v } }
 
 // WithBufferedWrites sets Options.BufferedWrites.
 func WithBufferedWrites(v bool) Option { return func(o *Options) { o.BufferedWrites = v } }

@@ -84,6 +84,7 @@ type fillGate struct {
 	served, fills, evicted atomic.Int64
 	reads, probes          atomic.Uint64
 	unfit                  atomic.Bool
+	avail                  atomic.Int64 // the memory the page cache could have, when last asked
 	nextFit                atomic.Int64 // when the fit is asked again, in Unix nanoseconds
 }
 
@@ -136,6 +137,10 @@ func (g *fillGate) refreshFit(now time.Time, data func() int64) {
 		return
 	}
 	avail, err := vfs.MemoryAvailable()
+	if err != nil {
+		avail = 0 // unknown: nothing is written back (writeback.go)
+	}
+	g.avail.Store(avail)
 	g.unfit.Store(err == nil && !dataFits(data(), avail))
 }
 

@@ -142,7 +142,9 @@ func TestFillGate(t *testing.T) {
 // from it. A small blob never picks a route. With BufferedReads or DirectIOReads nothing is
 // counted.
 func TestReadRoutes(t *testing.T) {
-	c := open(t, t.TempDir(), WithSegmentSize(64<<20), WithWriteBufferSize(4<<20))
+	// Written with O_DIRECT, so that no page of a blob is in the page cache before its first
+	// hit (writeback.go has the other way: TestWriteBackRoute).
+	c := open(t, t.TempDir(), WithSegmentSize(64<<20), WithWriteBufferSize(4<<20), WithDirectWrites(true))
 	defer c.Close()
 	if c.Stats().DirectIOOff != "" {
 		t.Skipf("the file system refuses O_DIRECT: %s", c.Stats().DirectIOOff)

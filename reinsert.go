@@ -136,9 +136,11 @@ func (r *reinserter) scanOldest() {
 }
 
 // waitSealed waits until s is sealed (a seal that fails marks it sealed too) or the reinserter is
-// stopping. Seals take a sync and a footer write, so a short poll costs nothing noticeable, and
-// unlike a wait on the writer's condition it cannot outlive Close.
+// stopping. A seal waiting for the kernel's write-back is hurried (writeback.go): s is the oldest
+// segment, soon evicted. Seals then take a sync and a footer write, so a short poll costs nothing
+// noticeable, and unlike a wait on the writer's condition it cannot outlive Close.
 func (r *reinserter) waitSealed(s *segHandle) {
+	r.c.segs.hurrySeal(s)
 	for !s.sealed.Load() && !r.stopping() {
 		time.Sleep(50 * time.Microsecond)
 	}

@@ -41,6 +41,13 @@ type segmentLayout struct {
 	// Cache.diskBytes counts until each seal cuts its tail off.
 	sealingTails atomic.Int64
 	sealers      sync.WaitGroup // seal goroutines (see seal)
+	// unsynced is the sum of the segments' segHandle.unsynced: bytes written through the page
+	// cache that no seal has synced yet (writeback.go).
+	unsynced atomic.Int64
+	// closing is closed when the cache closes: seals waiting for the kernel's write-back stop
+	// waiting (hurryAll).
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched
@@ -88,7 +95,7 @@ type pipeline interface {
 }
 
 func newSegmentLayout(c *Cache) *segmentLayout {
-	l := &segmentLayout{c: c, dir: filepath.Join(c.dir, segDir), toReclaim: make(map[*segHandle]struct{})}
+	l := &segmentLayout{c: c, dir: filepath.Join(c.dir, segDir), toReclaim: make(map[*segHandle]struct{}), closing: make(chan struct{})}
 	l.table.Store(&segTable{})
 	return l
 }
@@ -139,8 +146,6 @@ func (l *segmentLayout) reserve(r region, n int64, entries int) (*segHandle, int
 	l.grow(a)
 	return a, off, nil
 }
-
-func (l *segmentLayout) write(j *flushJob) error { return j.seg.active.WriteBatch(j.bufs, j.base) }
 
 // commit adds the batch's records to the segment's footer to be and to the index, and frees
 // the records they replace.
@@ -289,7 +294,8 @@ func (l *segmentLayout) makeRoom(r region, n int64, entries int) (ready bool, er
 		if !over(false) && l.tailsWithoutStreams() {
 			// Over only by tails that seals in progress are about to cut off: wait for them
 			// rather than evict, so that what is evicted does not depend on when the seal
-			// goroutine runs.
+			// goroutine runs. Seals waiting for the kernel's write-back sync now.
+			l.hurrySealing()
 			l.pipe.waitLocked()
 			return false, nil
 		}
@@ -344,6 +350,7 @@ const streamGrace = time.Second
 // segment's seal being the one makeRoom needs. If PutFrom calls still writing into that segment
 // hold its seal back for streamGrace, they are told to give up. The caller holds writer.mu.
 func (l *segmentLayout) waitForSeal(oldest *segHandle) {
+	l.hurrySeal(oldest)
 	rw := &l.roomWait
 	now := time.Now()
 	if rw.seg != oldest {
@@ -406,7 +413,7 @@ func (l *segmentLayout) rotate(r region) error {
 		_ = c.opts.fs.Remove(filepath.Join(l.dir, segment.FileName(id)))
 		return err
 	}
-	s := &segHandle{id: id, region: r, f: a.File(), active: a}
+	s := &segHandle{id: id, region: r, f: a.File(), active: a, hurry: make(chan struct{})}
 	if err := c.openReads(s); err != nil {
 		_ = a.Close()
 		_ = c.opts.fs.Remove(filepath.Join(l.dir, segment.FileName(id)))

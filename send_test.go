@@ -76,11 +76,12 @@ func TestOpenSendsFromTheFile(t *testing.T) {
 		pressure bool // the read route sees the data as not fitting in RAM
 	}{
 		{"100KiB", nil, 100 << 10, true, true, false},
-		// Not in the page cache (written with O_DIRECT), but the data fits in RAM: the hit's
-		// route fills the page cache, and the value goes from the file.
+		// The data fits in RAM: written through the page cache (writeback.go), or with
+		// O_DIRECT and then filled into it by the hit's route, the value goes from the file.
 		{"3MiB", nil, 3 << 20, true, true, false},
-		// The same when the data does not fit: the route reads it from the device, which is
-		// cheaper than having the page cache fill, into memory.
+		{"3MiB-direct-writes", []Option{WithDirectWrites(true)}, 3 << 20, true, true, false},
+		// When the data does not fit, the write goes with O_DIRECT and the route reads the value
+		// from the device, which is cheaper than having the page cache fill, into memory.
 		{"3MiB-pressure", nil, 3 << 20, true, false, true},
 		{"3MiB-buffered-reads", []Option{WithBufferedReads(true)}, 3 << 20, true, true, true},
 		{"small", nil, OpenHead, true, false, false},
@@ -93,15 +94,15 @@ func TestOpenSendsFromTheFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			if tc.pressure {
+				c.fills.evicted.Store(evictedMin)
+			}
 			v := value(tc.size)
 			if err := c.Put([]byte("k"), v); err != nil {
 				t.Fatal(err)
 			}
 			if tc.drain {
 				c.Drain()
-			}
-			if tc.pressure {
-				c.fills.evicted.Store(evictedMin)
 			}
 			r, ok := c.Open([]byte("k"))
 			if !ok {

@@ -51,10 +51,12 @@ func (l *segmentLayout) seal(s *segHandle, dataEnd int64) {
 
 // sealSegment syncs the data of s, writes its footer and counts its sealed size.
 func (l *segmentLayout) sealSegment(s *segHandle, dataEnd int64) error {
+	l.awaitWriteBack(s, dataEnd)
 	err := s.f.Sync()
 	var size int64
 	if err == nil {
 		s.synced.Store(true)
+		l.releaseUnsynced(s)
 		size, err = s.active.Seal(dataEnd)
 	}
 	// The entry log is done with: its entries are in the footer, or the segment is left without
@@ -100,6 +102,7 @@ func (l *segmentLayout) evictOldestSealed() (bool, error) {
 		if s == nil || !s.sealing.Load() {
 			return false, nil // nothing sealed, nor being sealed
 		}
+		l.hurrySeal(s)
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false, nil

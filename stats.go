@@ -79,6 +79,9 @@ type Stats struct {
 	ReadsPageCache uint64
 	ReadsFilled    uint64
 	ReadsDirect    uint64
+	// WrittenBackBytes are batch bytes written through the page cache for the kernel to write
+	// back (Options.DirectWrites says when), not with O_DIRECT.
+	WrittenBackBytes uint64
 	// SentBytes are value bytes the kernel sent from segment files to sockets without a copy
 	// through user space (Open, Reader.WriteTo).
 	SentBytes uint64
@@ -174,6 +177,7 @@ type counters struct {
 	promoted, ghostAdmits                 atomic.Uint64
 	readsPageCache, readsFilled           atomic.Uint64
 	readsDirect, sentBytes                atomic.Uint64
+	writtenBack                           atomic.Uint64
 	flushes, flushedBytes, flushNanos     atomic.Uint64
 	flushErrors, readErrors               atomic.Uint64
 	evictions, evictedBytes, punchedBytes atomic.Uint64
@@ -218,6 +222,7 @@ func (c *Cache) Stats() Stats {
 		ProbationBytes:     c.segs.regionBytes(probationRegion),
 		ReadsPageCache:     c.stats.readsPageCache.Load(),
 		ReadsFilled:        c.stats.readsFilled.Load(),
+		WrittenBackBytes:   c.stats.writtenBack.Load(),
 		ReadsDirect:        c.stats.readsDirect.Load(),
 		SentBytes:          c.stats.sentBytes.Load(),
 		Flushes:            c.stats.flushes.Load(),

@@ -338,7 +338,7 @@ func (c *Cache) fillStream(s *stream, hdr *record.Header, key, attrs []byte, r i
 }
 
 func (c *Cache) writeChunk(s *stream, b []byte, off int64) error {
-	if err := s.seg.active.Write([][]byte{b}, off); err != nil {
+	if err := c.segs.writeChunk(s.seg, b, off); err != nil {
 		return fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
 	return nil

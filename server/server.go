@@ -483,6 +483,18 @@ func (s *Server) settings() []memcache.Setting {
 		{Name: "blobcache_policy", Value: o.Policy.String()},
 		{Name: "blobcache_fsync", Value: yesNo(o.Fsync)},
 		{Name: "blobcache_verify_on_read", Value: yesNo(o.VerifyOnRead)},
-		{Name: "blobcache_direct_writes", Value: yesNo(!o.BufferedWrites)},
+		{Name: "blobcache_direct_writes", Value: writeRoute(o)},
 	}
+}
+
+// writeRoute is how batches are written (blobcache.Options.DirectWrites): "yes" with O_DIRECT,
+// "no" through the page cache, "routed" each batch as the page cache's room allows.
+func writeRoute(o *blobcache.Options) string {
+	switch {
+	case o.BufferedWrites:
+		return "no"
+	case o.DirectWrites || o.Fsync:
+		return "yes"
+	}
+	return "routed"
 }

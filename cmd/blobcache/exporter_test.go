@@ -66,8 +66,12 @@ func TestMemcachedExporter(t *testing.T) {
 	exporter := findExporter(t)
 	exe := buildBinary(t)
 	const maxConns = 3
+	// Direct writes: the workload must see overwritten records punched out within its seconds,
+	// and with write-back a range is punched only once the seal of the segment holding the
+	// newer record has synced, which waits for the kernel's write-back (writeback.go).
 	srv := startServeProcess(t, exe, nil, t.TempDir(), "--write-buffer-size", "8M", "--segment-size", "16M",
-		"--max-size", "96M", "--expected-blobs", "2000", "--max-conns", fmt.Sprint(maxConns), "--flush-interval", "10ms")
+		"--max-size", "96M", "--expected-blobs", "2000", "--max-conns", fmt.Sprint(maxConns), "--flush-interval", "10ms",
+		"--direct-writes")
 	t.Cleanup(func() {
 		srv.cmd.Process.Kill()
 		srv.cmd.Wait()

@@ -223,6 +223,10 @@ func (a *Active) SealedSize() int64 { return a.end + a.footer + TrailerSize }
 // ID returns the segment's id.
 func (a *Active) ID() uint32 { return a.id }
 
+// Direct reports whether batches are written with O_DIRECT (Options.Direct, and a file system
+// that took it).
+func (a *Active) Direct() bool { return a.direct != nil }
+
 // File returns the buffered descriptor, for reads while the segment is
 // active and after it is sealed. It stays open until Close.
 func (a *Active) File() vfs.File { return a.f }
@@ -244,7 +248,15 @@ func (a *Active) WriteBatch(bufs [][]byte, off int64) error {
 // Write is WriteBatch without the sync: bufs are written at off, which the
 // caller has reserved, with the same alignment rules, and are durable only
 // after a Sync (or a WriteBatch or Seal that syncs).
-func (a *Active) Write(bufs [][]byte, off int64) error {
+func (a *Active) Write(bufs [][]byte, off int64) error { return a.write(bufs, off, a.direct != nil) }
+
+// WriteThroughCache is Write through the page cache, with Options.Direct as without: the
+// bytes stay in the page cache, dirty until the kernel writes them back or a Sync. The
+// alignment rules of Options.Direct still hold, so that the batches around it can be
+// written direct.
+func (a *Active) WriteThroughCache(bufs [][]byte, off int64) error { return a.write(bufs, off, false) }
+
+func (a *Active) write(bufs [][]byte, off int64, direct bool) error {
 	if a.sealed {
 		return fmt.Errorf("%w: write batch to %s", ErrSealed, a.f.Name())
 	}
@@ -261,7 +273,9 @@ func (a *Active) Write(bufs [][]byte, off int64) error {
 			return fmt.Errorf("%w: %d buffers, %d bytes at offset %d of %s (want one aligned buffer, length and offset multiples of %d)",
 				ErrMisaligned, len(bufs), n, off, a.f.Name(), vfs.DirectIOAlignment)
 		}
-		f = a.direct
+		if direct {
+			f = a.direct
+		}
 	}
 	if _, err := f.WritevAt(bufs, off); err != nil {
 		return fmt.Errorf("segment: write batch at %d: %w", off, err)

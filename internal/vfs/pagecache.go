@@ -16,6 +16,9 @@ type PageCacheStat struct {
 	// remembers that for a while after the eviction). Pages it never held, and pages dropped by
 	// a drop_caches or a direct write, do not count.
 	Evicted int64
+	// Dirty is how many of them are dirty or being written back: written through the page
+	// cache and not on the device yet.
+	Dirty int64
 }
 
 // pageCacheStater is implemented by files that can tell what the page cache holds of them.

@@ -277,7 +277,7 @@ func (f *osFile) statPageCache(off, n int64) (PageCacheStat, error) {
 	}
 	page := int64(os.Getpagesize())
 	pages := (off+n+page-1)/page - off/page
-	return PageCacheStat{Pages: pages, Cached: int64(c.st.Cache), Evicted: int64(c.st.Evicted)}, nil
+	return PageCacheStat{Pages: pages, Cached: int64(c.st.Cache), Evicted: int64(c.st.Evicted), Dirty: int64(c.st.Dirty + c.st.Writeback)}, nil
 }
 
 // sendTo sends the n bytes at off to the socket dst with sendfile(2), a call at a time of at

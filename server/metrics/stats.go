@@ -65,6 +65,7 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	gauge("blobcache_probation_bytes", "Disk space of the probation region's segments (included in blobcache_disk_bytes).", func(s *blobcache.Stats) float64 { return float64(s.ProbationBytes) })
 	counter("blobcache_reinsert_dropped_total", "Records hit since written that went with their segment: reinsertion budget spent, or too large.", func(s *blobcache.Stats) float64 { return float64(s.ReinsertDropped) })
 	counter("blobcache_reads_page_cache_total", "Hits of 256 KiB or more served from the page cache, which held them whole.", func(s *blobcache.Stats) float64 { return float64(s.ReadsPageCache) })
+	counter("blobcache_written_back_bytes_total", "Batch bytes written through the page cache for the kernel to write back, not with O_DIRECT.", func(s *blobcache.Stats) float64 { return float64(s.WrittenBackBytes) })
 	counter("blobcache_reads_filled_total", "Hits of 256 KiB or more of blobs hit before, read through the page cache and left there.", func(s *blobcache.Stats) float64 { return float64(s.ReadsFilled) })
 	counter("blobcache_sent_bytes_total", "Value bytes the kernel sent from segment files to sockets without a copy through user space.", func(s *blobcache.Stats) float64 { return float64(s.SentBytes) })
 	counter("blobcache_reads_direct_total", "Hits of 256 KiB or more read from the device with O_DIRECT.", func(s *blobcache.Stats) float64 { return float64(s.ReadsDirect) })
