@@ -471,10 +471,12 @@ func BenchmarkPut1MiB(b *testing.B) {
 				}
 				i++
 			}
+			written := c.Stats().WrittenBackBytes
 			if err := c.Close(); err != nil {
 				b.Fatal(err)
 			}
 			rate := float64(b.N) * (1 << 20) / time.Since(start).Seconds()
+			b.ReportMetric(float64(written)/float64(b.N<<20), "written-back")
 			b.ReportMetric(ddBuffered/1e6, "dd-buffered-MB/s")
 			b.ReportMetric(dd/1e6, "dd-direct-MB/s")
 			b.ReportMetric(rate/1e6, "put-MB/s")
