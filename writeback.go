@@ -128,6 +128,12 @@ type writePace struct {
 
 const writePaceProbe = 8
 
+// writePaceSlack is how much slower than direct writes the writes through the page cache may go
+// and still be chosen: they cost the CPU a copy, which a loaded machine delays, where a direct
+// write waits on the device alone; what write-back saves, the device reads of new blobs and the
+// writes competing with reads, is worth that much.
+const writePaceSlack = 2
+
 // note records a batch of n bytes written in d, through the page cache (back) or direct.
 func (p *writePace) note(back bool, n int64, d time.Duration) {
 	if n < 1<<10 {
@@ -149,7 +155,7 @@ func (p *writePace) note(back bool, n int64, d time.Duration) {
 // than the direct writes' (or either is unknown), or it is the probe.
 func (p *writePace) backPays() bool {
 	b, d := p.back.Load(), p.direct.Load()
-	if b == 0 || d == 0 || b <= d {
+	if b == 0 || d == 0 || b <= writePaceSlack*d {
 		return true
 	}
 	return p.probes.Add(1)%writePaceProbe == 0
