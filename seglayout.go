@@ -48,8 +48,6 @@ type segmentLayout struct {
 	// waiting (hurryAll).
 	closing   chan struct{}
 	closeOnce sync.Once
-	// writePace is the recent pace of batches written through the page cache and direct.
-	writePace writePace
 
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched

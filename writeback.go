@@ -1,7 +1,6 @@
 package blobcache
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -20,9 +19,7 @@ import (
 //   - otherwise it is written with O_DIRECT, as every batch was before: data bigger than RAM,
 //     memory taken by others, writes coming faster than the kernel writes them back, or faster
 //     than the flush workers write them (every one of them busy: writeBackBusy; a
-//     write-heavy load, which direct writes serve at the device's pace), or writes through the
-//     page cache slower than direct ones (writePace: once memory is full, the kernel reclaims a
-//     page for each page written).
+//     write-heavy load, which direct writes serve at the device's pace).
 //
 // A segment holding bytes written back this way is sealed lazily (awaitWriteBack): its seal waits
 // until the kernel has written its pages back (cachestat(2) counts none dirty or under
@@ -65,19 +62,11 @@ func (c *Cache) routesWrites() bool {
 // write writes batch j to its segment: through the page cache while write-back pays, else as the
 // segment writes (with O_DIRECT unless the file system refused it).
 func (l *segmentLayout) write(j *flushJob) error {
-	back := l.writesBack(j.seg, j.length)
-	start := time.Now()
-	if back {
+	if l.writesBack(j.seg, j.length) {
 		l.c.stats.writtenBack.Add(uint64(j.length))
-		err := j.seg.active.WriteThroughCache(j.bufs, j.base)
-		l.writePace.note(true, j.length, time.Since(start))
-		return err
+		return j.seg.active.WriteThroughCache(j.bufs, j.base)
 	}
-	err := j.seg.active.WriteBatch(j.bufs, j.base)
-	if !l.c.opts.Fsync {
-		l.writePace.note(false, j.length, time.Since(start))
-	}
-	return err
+	return j.seg.active.WriteBatch(j.bufs, j.base)
 }
 
 // writeChunk writes a chunk of a streamed record (stream.go) into s at off, routed as a batch is.
@@ -96,8 +85,7 @@ func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 // counts its bytes as written back and not yet synced, until the seal of s.
 func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	c := l.c
-	if !c.routesWrites() || !s.active.Direct() || c.w.writing.Load() > writeBackBusy(c.opts.MaxInflightBatches) ||
-		!l.writePace.backPays() {
+	if !c.routesWrites() || !s.active.Direct() || c.w.writing.Load() > writeBackBusy(c.opts.MaxInflightBatches) {
 		return false
 	}
 	c.fills.refreshFit(time.Now(), c.dataBytes)
@@ -111,54 +99,6 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	}
 	s.unsynced.Add(n)
 	return true
-}
-
-// writePace compares the two routes' recent pace, in nanoseconds per byte written by the
-// flush workers (an average that weighs each batch a half, so that a probe tells soon that
-// memory freed up): a write through the page cache
-// costs a page allocation per page, and once memory is full the kernel must reclaim one for
-// each, which can make it slower than the device itself. Write-back pays while its pace is at
-// least the direct writes'; when it is not, one batch in writePaceProbe still goes through the
-// page cache, so that its pace is known again when memory frees up. Races between workers lose
-// an update now and then, which an average of this kind tolerates.
-type writePace struct {
-	back, direct atomic.Int64 // nanoseconds per KiB; 0: not measured yet
-	probes       atomic.Uint64
-}
-
-const writePaceProbe = 8
-
-// writePaceSlack is how much slower than direct writes the writes through the page cache may go
-// and still be chosen: they cost the CPU a copy, which a loaded machine delays, where a direct
-// write waits on the device alone; what write-back saves, the device reads of new blobs and the
-// writes competing with reads, is worth that much.
-const writePaceSlack = 2
-
-// note records a batch of n bytes written in d, through the page cache (back) or direct.
-func (p *writePace) note(back bool, n int64, d time.Duration) {
-	if n < 1<<10 {
-		return
-	}
-	v := &p.direct
-	if back {
-		v = &p.back
-	}
-	perKiB := int64(d) / (n >> 10)
-	if old := v.Load(); old == 0 {
-		v.Store(perKiB)
-	} else {
-		v.Store(old + (perKiB-old)/2)
-	}
-}
-
-// backPays reports whether the next batch may go through the page cache: its pace is no worse
-// than the direct writes' (or either is unknown), or it is the probe.
-func (p *writePace) backPays() bool {
-	b, d := p.back.Load(), p.direct.Load()
-	if b == 0 || d == 0 || b <= writePaceSlack*d {
-		return true
-	}
-	return p.probes.Add(1)%writePaceProbe == 0
 }
 
 // awaitWriteBack waits, in the seal of s (whose records end at dataEnd), until the kernel has

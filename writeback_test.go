@@ -97,10 +97,6 @@ func TestWriteBackRoute(t *testing.T) {
 		t.Fatalf("under pressure %d bytes were written back", got-before)
 	}
 	c.fills.unfit.Store(false)
-	// The paces measured so far (on a busy machine a write through the page cache may have been
-	// slower than the direct one) are forgotten: this part is about the share of memory alone.
-	c.segs.writePace.back.Store(0)
-	c.segs.writePace.direct.Store(0)
 	c.fills.avail.Store(int64(float64(c.segs.unsynced.Load()+3<<20) / writeBackShare)) // room for 3 MiB more
 	for i := range 6 {
 		put(c, fmt.Sprint("c", i))
@@ -261,40 +257,5 @@ func TestWriteBackEviction(t *testing.T) {
 	}
 	if b, ok := getBytes(t, c, fmt.Sprint("k", n-1)); !ok || !bytes.Equal(b, v) {
 		t.Fatal("the last blob: wrong bytes or missing")
-	}
-}
-
-// TestWritePace: writes through the page cache stop while their recent pace is worse than the
-// direct writes', but for one batch in writePaceProbe, and resume once a probe finds them fast
-// again; with either pace unknown they go on.
-func TestWritePace(t *testing.T) {
-	var p writePace
-	if !p.backPays() {
-		t.Fatal("no pace measured: write-back refused")
-	}
-	p.note(false, 16<<20, 8*time.Millisecond) // direct: 2 GB/s
-	if !p.backPays() {
-		t.Fatal("only the direct pace measured: write-back refused")
-	}
-	p.note(true, 16<<20, 40*time.Millisecond) // through the page cache: 400 MB/s
-	allowed := 0
-	for range 8 * writePaceProbe {
-		if p.backPays() {
-			allowed++
-		}
-	}
-	if allowed != 8 {
-		t.Fatalf("write-back allowed %d times in %d with a worse pace, want one in %d", allowed, 8*writePaceProbe, writePaceProbe)
-	}
-	// Probes find it fast again (memory freed up): the average comes down within a few.
-	for range 4 {
-		p.note(true, 16<<20, 4*time.Millisecond)
-	}
-	if !p.backPays() {
-		t.Fatalf("write-back still refused after four fast probes: pace %d against %d ns/KiB", p.back.Load(), p.direct.Load())
-	}
-	p.note(true, 100, time.Second) // too small to tell
-	if !p.backPays() {
-		t.Fatal("a write of 100 bytes moved the pace")
 	}
 }
