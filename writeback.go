@@ -17,9 +17,8 @@ import (
 //     then the device does not see it, and its hits, the first one included, are served from
 //     memory: each byte written is read from the device never, as a page-cache engine's is;
 //   - otherwise it is written with O_DIRECT, as every batch was before: data bigger than RAM,
-//     memory taken by others, writes coming faster than the kernel writes them back, or faster
-//     than the flush workers write them (every one of them busy: writeBackBusy; a
-//     write-heavy load, which direct writes serve at the device's pace).
+//     memory taken by others, or writes coming faster than the kernel writes them back (the
+//     unsynced bytes reach their share).
 //
 // A segment holding bytes written back this way is sealed lazily (awaitWriteBack): its seal waits
 // until the kernel has written its pages back (cachestat(2) counts none dirty or under
@@ -46,12 +45,6 @@ const writeBackMaxDelay = 40 * time.Second
 
 // writeBackPoll is how often a waiting seal asks the kernel what it still has to write back.
 const writeBackPoll = 250 * time.Millisecond
-
-// writeBackBusy is how many batches the flush workers may be writing at once for a batch to
-// still go through the page cache: all of them but one (at least one). With every worker busy
-// writes come in faster than the workers write them, the next Put soon waits for a write
-// buffer, and direct writes keep the pace.
-func writeBackBusy(workers int) int64 { return int64(max(1, workers-1)) }
 
 // routesWrites reports whether batches pick their route (see above): neither DirectWrites,
 // BufferedWrites nor Fsync (which syncs every batch: direct writes do that cheaper).
@@ -85,7 +78,7 @@ func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 // counts its bytes as written back and not yet synced, until the seal of s.
 func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	c := l.c
-	if !c.routesWrites() || !s.active.Direct() || c.w.writing.Load() > writeBackBusy(c.opts.MaxInflightBatches) {
+	if !c.routesWrites() || !s.active.Direct() {
 		return false
 	}
 	c.fills.refreshFit(time.Now(), c.dataBytes)

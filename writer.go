@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
@@ -82,9 +81,6 @@ type writer struct {
 	// held except on cond.
 	mu   sync.Mutex
 	cond *sync.Cond // broadcast when a batch is recycled, a seal ends or the writer closes
-	// writing is how many batches the flush workers are writing now: past writeBackBusy, writes
-	// come in faster than the workers write them (writeback.go).
-	writing atomic.Int64
 	// Fields below are guarded by mu.
 	// open is each region's open batch (region.go; only mainRegion's without
 	// PolicyProbation), since openSince.
@@ -574,9 +570,7 @@ func (w *writer) flushWorker() {
 		}
 		if job.b != nil && job.err == nil {
 			start := time.Now()
-			w.writing.Add(1)
 			job.err = w.c.layout.write(job)
-			w.writing.Add(-1)
 			w.c.stats.flushNanos.Add(uint64(time.Since(start)))
 		}
 		w.done.push(job)
