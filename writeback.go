@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"os"
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/vfs"
@@ -86,6 +87,9 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 		return false
 	}
 	limit := int64(writeBackShare * float64(c.fills.avail.Load()))
+	if l.unsynced.Load()+n > limit {
+		l.recountUnsynced(time.Now())
+	}
 	if l.unsynced.Add(n) > limit {
 		l.unsynced.Add(-n)
 		return false
@@ -93,6 +97,30 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	s.unsynced.Add(n)
 	return true
 }
+
+// recountUnsynced, at most once per recountInterval, counts against the share only what the
+// kernel has not written back yet of each segment whose seal is still to come (its pages dirty
+// or under writeback): a segment fills and seals long after its first bytes were written back
+// when the writes are slow or the segments large. The count is an estimate: a batch being
+// written into a segment at that moment may be missed until the next recount or the seal.
+func (l *segmentLayout) recountUnsynced(now time.Time) {
+	next := l.nextRecount.Load()
+	if now.UnixNano() < next || !l.nextRecount.CompareAndSwap(next, now.Add(recountInterval).UnixNano()) {
+		return
+	}
+	for _, s := range l.table.Load().list {
+		if s == nil || s.unsynced.Load() == 0 {
+			continue
+		}
+		if st, err := vfs.StatPageCache(s.f, 0, l.c.opts.SegmentSize); err == nil {
+			dirty := st.Dirty * int64(os.Getpagesize())
+			l.unsynced.Add(dirty - s.unsynced.Swap(dirty))
+		}
+	}
+}
+
+// recountInterval is how often a full share is counted again (recountUnsynced).
+const recountInterval = time.Second
 
 // awaitWriteBack waits, in the seal of s (whose records end at dataEnd), until the kernel has
 // written back the bytes written to s through the page cache: writeBackMaxDelay at most, and no
@@ -121,8 +149,8 @@ func (l *segmentLayout) awaitWriteBack(s *segHandle, dataEnd int64) {
 	}
 }
 
-// synced notes that the seal of s synced it: its bytes written back no longer count against
-// writeBackShare.
+// releaseUnsynced stops counting the bytes of s written back against writeBackShare: its seal
+// synced them, or the kernel wrote them back.
 func (l *segmentLayout) releaseUnsynced(s *segHandle) { l.unsynced.Add(-s.unsynced.Swap(0)) }
 
 // hurrySeal tells the seal of s, if it waits for the kernel's write-back, to sync now: something

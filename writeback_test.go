@@ -107,6 +107,30 @@ func TestWriteBackRoute(t *testing.T) {
 	if u, limit := c.segs.unsynced.Load(), int64(writeBackShare*float64(c.fills.avail.Load())); u > limit {
 		t.Fatalf("%d bytes unsynced, over the limit of %d", u, limit)
 	}
+	// Once the kernel has written those bytes back (an outside sync stands in for its flusher),
+	// the share has room again, before any seal: the count is taken again.
+	before = c.Stats().WrittenBackBytes
+	put(c, "full")
+	if got := c.Stats().WrittenBackBytes; got != before {
+		t.Fatalf("%d bytes written back past the share", got-before)
+	}
+	f, err := os.OpenFile(c.segs.dir+"/"+segment.FileName(1), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c.segs.nextRecount.Store(0)
+	put(c, "d")
+	if got := c.Stats().WrittenBackBytes; got == before {
+		t.Fatal("nothing written back once the kernel had written the rest back")
+	}
+	if s1 := c.segs.table.Load().get(1); s1.sealing.Load() {
+		t.Fatal("segment 1 is being sealed: the test wanted the share freed before any seal")
+	}
+
 	// A value larger than the write buffer is streamed, chunk by chunk, routed the same way.
 	c.fills.avail.Store(math.MaxInt64 / 2)
 	before = c.Stats().WrittenBackBytes
