@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,5 +331,43 @@ func TestLazySealCrash(t *testing.T) {
 		if b, ok := getBytes(t, c2, fmt.Sprint("k", i)); !ok || !bytes.Equal(b, v) {
 			t.Fatalf("k%d: wrong bytes or missing after the crash (%d seals were waiting)", i, pending)
 		}
+	}
+}
+
+// TestWriteBackStreams: Puts larger than a write buffer are streamed, chunk by chunk, through
+// the page cache, from four goroutines, while segments fill, seal lazily and are evicted and
+// other goroutines read; everything finishes (a hang fails the test by its timeout) and every
+// value read is whole.
+func TestWriteBackStreams(t *testing.T) {
+	c := writeBackCache(t, t.TempDir(), 32<<20, WithWriteBufferSize(1<<20), WithMaxSize(4*32<<20))
+	defer c.Close()
+	const perWriter = 150
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				k := fmt.Sprintf("k%d-%d", g, i)
+				if err := c.Put([]byte(k), value(k, 1, 1<<20)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					old := fmt.Sprintf("k%d-%d", g, i/2)
+					if b, ok := getBytes(t, c, old); ok && !bytes.Equal(b, value(old, 1, 1<<20)) {
+						t.Errorf("%s: wrong bytes", old)
+						return
+					}
+				}
+				if i%50 == 0 {
+					c.Drain()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s := c.Stats(); s.WrittenBackBytes == 0 || s.Evictions == 0 {
+		t.Fatalf("bytes written back %d, evictions %d: want both", s.WrittenBackBytes, s.Evictions)
 	}
 }
