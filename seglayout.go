@@ -42,7 +42,8 @@ type segmentLayout struct {
 	sealingTails atomic.Int64
 	sealers      sync.WaitGroup // seal goroutines (see seal)
 	// unsynced is the sum of the segments' segHandle.unsynced: bytes written through the page
-	// cache that no seal has synced yet (writeback.go).
+	// cache that the kernel had not written back when last counted, and no seal has synced
+	// (writeback.go).
 	unsynced atomic.Int64
 	// closing is closed when the cache closes: seals waiting for the kernel's write-back stop
 	// waiting (hurryAll).

@@ -63,9 +63,10 @@ type segHandle struct {
 	// could keep the punch and lose the newer record, and the older one would be read back
 	// with its blocks zeroed.
 	synced atomic.Bool
-	// unsynced is how many bytes of the segment's batches were written through the page cache
-	// (writeback.go), until its seal syncs them; hurry, closed once (hurryOnce), tells the seal
-	// to stop waiting for the kernel to write them back. nil for a segment recovered on open.
+	// unsynced is how many bytes of the segment written through the page cache (writeback.go)
+	// the kernel had not written back when last counted, until its seal syncs them; hurry,
+	// closed once (hurryOnce), tells the seal to stop waiting for the kernel to write them back
+	// (nil for a segment recovered on open).
 	unsynced  atomic.Int64
 	hurry     chan struct{}
 	hurryOnce sync.Once

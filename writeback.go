@@ -12,8 +12,9 @@ import (
 // With neither DirectWrites, BufferedWrites nor Fsync set, each batch picks its route (write):
 //
 //   - while the cache's data fits in RAM (fillGate.pressured is false, the read path's own
-//     signal: readroute.go) and the bytes written through the page cache that no seal has synced
-//     yet stay under writeBackShare of the memory the page cache could have, the batch is written
+//     signal: readroute.go) and the bytes written through the page cache that the kernel has not
+//     written back yet (as last counted: recountUnsynced) stay under writeBackShare of the memory
+//     the page cache could have, the batch is written
 //     through the page cache, and the kernel writes it back in its own time (write-back). Until
 //     then the device does not see it, and its hits, the first one included, are served from
 //     memory: each byte written is read from the device never, as a page-cache engine's is;
@@ -25,7 +26,9 @@ import (
 // until the kernel has written its pages back (cachestat(2) counts none dirty or under
 // writeback), writeBackMaxDelay at most, before it syncs the data, now a formality, and writes
 // the footer. A footer on disk so still describes data on disk, and the seal's sync costs the
-// writes no stall. A rotation waiting to evict the segment, and Close, hurry the seal.
+// writes no stall. Whatever waits for the seal hurries it (hurrySeal): a rotation that must evict
+// the segment or waits for the tails of segments being sealed, the reinserter scanning the
+// oldest segment, and Close.
 //
 // What waits with the seal: the punching of the ranges the segment's records freed (a range is
 // punched once the record that freed it is synced; space.go), so overwritten bytes are given
@@ -63,7 +66,8 @@ func (l *segmentLayout) write(j *flushJob) error {
 	return j.seg.active.WriteBatch(j.bufs, j.base)
 }
 
-// writeChunk writes a chunk of a streamed record (stream.go) into s at off, routed as a batch is.
+// writeChunk writes a chunk of a streamed record (stream.go) into s at off, routed as a batch is
+// (its bytes counted against the share as a batch's are).
 // The pad a stream writes first is not routed: it goes as the segment writes, before any of the
 // record's chunks, so that no direct write follows a write through the page cache to the same
 // bytes.
@@ -76,7 +80,7 @@ func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 }
 
 // writesBack reports whether a batch of n bytes into s goes through the page cache, and if so
-// counts its bytes as written back and not yet synced, until the seal of s.
+// counts its bytes against the share, until the seal of s or a recount finds them written back.
 func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	c := l.c
 	if !c.routesWrites() || !s.active.Direct() {
