@@ -418,6 +418,8 @@ func (l *segmentLayout) rotate(r region) error {
 		return err
 	}
 	s := &segHandle{id: id, region: r, f: a.File(), active: a, hurry: make(chan struct{})}
+	_, statErr := vfs.StatPageCache(s.f, 0, 1)
+	s.seesWriteBack = statErr == nil
 	if err := c.openReads(s); err != nil {
 		_ = a.Close()
 		_ = c.opts.fs.Remove(filepath.Join(l.dir, segment.FileName(id)))

@@ -70,6 +70,9 @@ type segHandle struct {
 	unsynced  atomic.Int64
 	hurry     chan struct{}
 	hurryOnce sync.Once
+	// seesWriteBack says the kernel can tell what of the segment it has written back
+	// (cachestat(2)): only then are its batches written back (writeback.go).
+	seesWriteBack bool
 
 	mu struct {
 		sync.Mutex

@@ -20,7 +20,9 @@ import (
 //     memory: each byte written is read from the device never, as a page-cache engine's is;
 //   - otherwise it is written with O_DIRECT, as every batch was before: data bigger than RAM,
 //     memory taken by others, or writes coming faster than the kernel writes them back (the
-//     unsynced bytes reach their share).
+//     unsynced bytes reach their share); and always where the kernel cannot tell what it has
+//     written back (cachestat(2), Linux 6.5: segHandle.seesWriteBack), since a seal there could
+//     not wait for it and would write the segment back at once, stalling the writes behind it.
 //
 // A segment holding bytes written back this way is sealed lazily (awaitWriteBack): its seal waits
 // until the kernel has written its pages back (cachestat(2) counts none dirty or under
@@ -83,7 +85,7 @@ func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 // counts its bytes against the share, until the seal of s or a recount finds them written back.
 func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	c := l.c
-	if !c.routesWrites() || !s.active.Direct() {
+	if !c.routesWrites() || !s.active.Direct() || !s.seesWriteBack {
 		return false
 	}
 	c.fills.refreshFit(time.Now(), c.dataBytes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/internal/segment"
 	"github.com/seed57392e9e/blobcache/internal/vfs"
+	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
 )
 
 // writeBackCache opens a cache on a real directory for the write-back tests, with segments of
@@ -369,5 +370,29 @@ func TestWriteBackStreams(t *testing.T) {
 	wg.Wait()
 	if s := c.Stats(); s.WrittenBackBytes == 0 || s.Evictions == 0 {
 		t.Fatalf("bytes written back %d, evictions %d: want both", s.WrittenBackBytes, s.Evictions)
+	}
+}
+
+// TestWriteBackNeedsCachestat: where the kernel cannot tell what it has written back (a file
+// system wrapper without cachestat here, a kernel before 6.5 in the field), every batch goes
+// direct: a seal could not wait for the write-back.
+func TestWriteBackNeedsCachestat(t *testing.T) {
+	c := open(t, t.TempDir(), withFS(errorfs.New(vfs.Default, 1)), WithSegmentSize(64<<20), WithWriteBufferSize(2<<20))
+	defer c.Close()
+	if c.Stats().DirectIOOff != "" {
+		t.Skipf("the file system refuses O_DIRECT: %s", c.Stats().DirectIOOff)
+	}
+	v := value("k", 1, 1<<20)
+	if err := c.Put([]byte("k"), v); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.WrittenBackBytes != 0 || s.FlushedBytes == 0 {
+		t.Fatalf("without cachestat: %d bytes written back of %d flushed, want none", s.WrittenBackBytes, s.FlushedBytes)
+	}
+	if b, ok := getBytes(t, c, "k"); !ok || !bytes.Equal(b, v) {
+		t.Fatal("wrong bytes or missing")
 	}
 }
