@@ -85,35 +85,31 @@ func cgroupMemoryAt(root, self string) (limit, held int64, ok bool) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		return strings.TrimSpace(string(b)), err == nil
 	}
-	var lim, cur, stat string
-	var limOK, curOK bool
-	var cacheField string
+	readInt := func(dir, name string) (int64, bool) {
+		s, ok := read(dir, name)
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, ok && err == nil // "max" (v2's no limit) does not parse
+	}
+	var current int64
+	var stat, cacheField string
+	limOK, curOK := false, false
 	switch {
 	case found1:
 		dir := filepath.Join(root, "memory", v1)
 		stat, _ = read(dir, "memory.stat")
-		if n, ok := statField(stat, "hierarchical_memory_limit"); ok {
-			lim, limOK = strconv.FormatInt(n, 10), true
-		} else {
-			lim, limOK = read(dir, "memory.limit_in_bytes")
+		if limit, limOK = statField(stat, "hierarchical_memory_limit"); !limOK {
+			limit, limOK = readInt(dir, "memory.limit_in_bytes")
 		}
-		cur, curOK = read(dir, "memory.usage_in_bytes")
+		current, curOK = readInt(dir, "memory.usage_in_bytes")
 		cacheField = "total_cache"
 	case found2:
 		dir := filepath.Join(root, v2)
-		lim, limOK = read(dir, "memory.max")
-		cur, curOK = read(dir, "memory.current")
+		limit, limOK = readInt(dir, "memory.max")
+		current, curOK = readInt(dir, "memory.current")
 		stat, _ = read(dir, "memory.stat")
 		cacheField = "file"
-	default:
-		return 0, 0, false
 	}
-	if !limOK || !curOK || lim == "max" {
-		return 0, 0, false
-	}
-	limit, err1 := strconv.ParseInt(lim, 10, 64)
-	current, err2 := strconv.ParseInt(cur, 10, 64)
-	if err1 != nil || err2 != nil || limit >= unlimited {
+	if !limOK || !curOK || limit >= unlimited {
 		return 0, 0, false
 	}
 	file, _ := statField(stat, cacheField)
