@@ -85,7 +85,17 @@ type fillGate struct {
 	reads, probes          atomic.Uint64
 	unfit                  atomic.Bool
 	avail                  atomic.Int64 // the memory the page cache could have, when last asked
-	nextFit                atomic.Int64 // when the fit is asked again, in Unix nanoseconds
+	fitDue                 interval     // when the fit is asked again
+}
+
+// interval lets one caller through at most once per period, without a lock: concurrent callers
+// race on one compare-and-swap, and the losers go on without the work.
+type interval struct{ next atomic.Int64 } // in Unix nanoseconds
+
+// due reports whether the caller is the one to do the work now, period after the last.
+func (v *interval) due(now time.Time, period time.Duration) bool {
+	next := v.next.Load()
+	return now.UnixNano() >= next && v.next.CompareAndSwap(next, now.Add(period).UnixNano())
 }
 
 // fitShare is the most of the memory available to the page cache (vfs.MemoryAvailable) the
@@ -132,8 +142,7 @@ const evictedMin = gateWindow / 64
 // page cache could have. data is called only then. Where the memory cannot be asked, only the
 // evicted pages tell.
 func (g *fillGate) refreshFit(now time.Time, data func() int64) {
-	next := g.nextFit.Load()
-	if now.UnixNano() < next || !g.nextFit.CompareAndSwap(next, now.Add(fitInterval).UnixNano()) {
+	if !g.fitDue.due(now, fitInterval) {
 		return
 	}
 	avail, err := vfs.MemoryAvailable()

@@ -49,9 +49,8 @@ type segmentLayout struct {
 	// waiting (hurryAll).
 	closing   chan struct{}
 	closeOnce sync.Once
-	// nextRecount is when the bytes counted in unsynced may be counted again, in Unix
-	// nanoseconds (recountUnsynced).
-	nextRecount atomic.Int64
+	// recountDue is when the bytes counted in unsynced may be counted again (recountUnsynced).
+	recountDue interval
 
 	reclaimMu sync.Mutex
 	toReclaim map[*segHandle]struct{} // segments with ranges waiting to be punched

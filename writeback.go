@@ -83,6 +83,9 @@ func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 
 // writesBack reports whether a batch of n bytes into s goes through the page cache, and if so
 // counts its bytes against the share, until the seal of s or a recount finds them written back.
+// It must not be called with writer.mu held: asking the fit again (refreshFit) takes it to read
+// the cache's data bytes. So a stream's pad, written during the reservation under writer.mu,
+// is not routed (stream.go).
 func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 	c := l.c
 	if !c.routesWrites() || !s.active.Direct() || !s.seesWriteBack {
@@ -110,8 +113,7 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 // when the writes are slow or the segments large. The count is an estimate: a batch being
 // written into a segment at that moment may be missed until the next recount or the seal.
 func (l *segmentLayout) recountUnsynced(now time.Time) {
-	next := l.nextRecount.Load()
-	if now.UnixNano() < next || !l.nextRecount.CompareAndSwap(next, now.Add(recountInterval).UnixNano()) {
+	if !l.recountDue.due(now, recountInterval) {
 		return
 	}
 	for _, s := range l.table.Load().list {

@@ -91,7 +91,7 @@ func TestWriteBackRoute(t *testing.T) {
 	}
 
 	// Under pressure, and past the share of memory, batches go direct.
-	c.fills.nextFit.Store(math.MaxInt64) // the fit is not asked again: the test sets it
+	c.fills.fitDue.next.Store(math.MaxInt64) // the fit is not asked again: the test sets it
 	c.fills.unfit.Store(true)
 	before := c.Stats().WrittenBackBytes
 	put(c, "b")
@@ -124,7 +124,7 @@ func TestWriteBackRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	c.segs.nextRecount.Store(0)
+	c.segs.recountDue.next.Store(0)
 	put(c, "d")
 	if got := c.Stats().WrittenBackBytes; got == before {
 		t.Fatal("nothing written back once the kernel had written the rest back")
