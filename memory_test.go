@@ -404,8 +404,9 @@ func TestMemoryOnWrite(t *testing.T) {
 }
 
 // TestReaderBuffered: a Reader of a value in the memory tier hands its bytes over in place
-// (Buffered), small or large; one that verifies, or that still has bytes in its file, does not,
-// and is read as usual.
+// (Buffered), small or large; so does one that read a value whole from its file, after checking
+// it, and one whose check fails hands nothing over and reports the mismatch from Read; one that
+// still has bytes in its file is read as usual.
 func TestReaderBuffered(t *testing.T) {
 	c := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite), WithWriteBufferSize(1<<20))...)
 	defer c.Close()
@@ -427,35 +428,59 @@ func TestReaderBuffered(t *testing.T) {
 		}
 		r.Close()
 	}
-	// A value streamed to its segment (larger than the write buffer), read from the file by a
-	// verifying reader: not buffered, and read as usual.
+	// A value streamed to its segment (larger than the write buffer), opened: bytes left in the
+	// file, not buffered, and read as usual.
 	v := value("disk", 1, 1536<<10)
 	if err := c.Put([]byte("disk"), v); err != nil {
 		t.Fatal(err)
 	}
 	c.Drain()
-	vc := open(t, t.TempDir(), small(WithVerifyOnRead(true))...)
+	r, ok := c.Open([]byte("disk"))
+	if !ok {
+		t.Fatal("disk: miss")
+	}
+	if _, ok := r.Buffered(); ok {
+		t.Fatal("disk: Buffered with bytes left in the file")
+	}
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("disk read as usual: %d bytes, %v", len(got), err)
+	}
+	r.Close()
+
+	// A verifying reader of a value read whole from its file (Open reads it whole, since it
+	// must check it): checked by Buffered, then handed over; damaged, never handed over.
+	dir := t.TempDir()
+	vc := open(t, dir, small(WithVerifyOnRead(true))...)
 	defer vc.Close()
-	if err := vc.Put([]byte("k"), vals["small"]); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"k", "bad"} {
+		if err := vc.Put([]byte(k), vals["small"]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	vc.Drain()
-	for _, tc := range []struct {
-		c   *Cache
-		key string
-	}{{c, "disk"}, {vc, "k"}} {
-		r, ok := tc.c.Open([]byte(tc.key))
-		if !ok {
-			t.Fatalf("%s: miss", tc.key)
-		}
-		if _, ok := r.Buffered(); ok {
-			t.Fatalf("%s: Buffered with bytes left in the file or a check due", tc.key)
-		}
-		got, err := io.ReadAll(r)
-		r.Close()
-		if err != nil || (tc.key == "disk" && !bytes.Equal(got, v)) || (tc.key == "k" && !bytes.Equal(got, vals["small"])) {
-			t.Fatalf("%s read as usual: %d bytes, %v", tc.key, len(got), err)
-		}
+	flipValueBit(t, dir, "bad", 100)
+	r, ok = vc.Open([]byte("k"))
+	if !ok || !r.Verifies() {
+		t.Fatalf("k: hit %v, verifies %v", ok, ok && r.Verifies())
+	}
+	if b, ok := r.Buffered(); !ok || !bytes.Equal(b, vals["small"]) {
+		t.Fatalf("k read whole: Buffered %v, %d bytes", ok, len(b))
+	}
+	r.Close()
+	corrupt := vc.Stats().CorruptRecord
+	r, ok = vc.Open([]byte("bad"))
+	if !ok {
+		t.Fatal("bad: miss")
+	}
+	if b, ok := r.Buffered(); ok {
+		t.Fatalf("bad: Buffered handed over %d damaged bytes", len(b))
+	}
+	if got, err := io.ReadAll(r); !errors.Is(err, ErrChecksumMismatch) {
+		t.Fatalf("bad read after Buffered refused it: %d bytes, %v", len(got), err)
+	}
+	r.Close()
+	if n := vc.Stats().CorruptRecord; n != corrupt+1 {
+		t.Fatalf("damage counted %d times", n-corrupt)
 	}
 }
 

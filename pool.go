@@ -118,8 +118,8 @@ func BufferSize(n int) int {
 // decompressed, and its stored bytes beyond the first read.
 //
 // A caller that reads a blob to the end into its own buffer before it writes anything holds
-// this memory only until that read returns; one that streams the blob to a client holds it
-// for as long as the client takes.
+// this memory only until that read returns; one that takes the bytes where they lie
+// (Reader.Buffered), or streams the blob to a client, holds it for as long as the client takes.
 func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 	// As openRecord plans the first read (read.go).
 	prefix := int64(record.HeaderSize + keyLen)
@@ -138,10 +138,10 @@ func (c *Cache) ReadMemory(keyLen, attrLen int, size int64) int64 {
 		skew = vfs.DirectIOAlignment - 1 // the most a record can be past an aligned offset
 	}
 	held := int64(bufSize(int(first + skew)))
-	if direct && length > prefix+OpenHead {
-		// Open's first read (or a range's past the first chunk) brings in header and key alone;
-		// a direct Read into a smaller slice than a chunk reads a chunk into the Reader's own
-		// buffer (Reader.Read), which replaces the first.
+	if direct && first < length {
+		// Bytes are left in the file after the first read (a direct read is never Open's
+		// header-only one): a direct Read into a smaller slice than a chunk reads a chunk into
+		// the Reader's own buffer (Reader.Read), which replaces the first.
 		held = max(held, int64(bufSize(streamChunk)))
 	}
 	if c.compresses(size) {

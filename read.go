@@ -29,9 +29,9 @@ func (c *Cache) Get(key []byte) (*Reader, bool) { return c.get(nil, key, 0, -1, 
 // value only if it is at most OpenHead bytes; the rest stays in the segment, and WriteTo has
 // the kernel copy it from the page cache to the socket (sendfile(2) on Linux) without a copy
 // through user space, when no check needs its bytes (Options.VerifyOnRead off) and the hit is
-// read through the page cache (see docs/DESIGN.md, "Which hits go to the device"). Otherwise, and
-// for a caller that calls Read, the Reader reads the value as Get's does, one more positioned
-// read than Get for a value over OpenHead bytes.
+// read through the page cache (see docs/DESIGN.md, "Which hits go to the device"). Otherwise
+// (a check is due, or the hit goes to the device) its first read is Get's; a caller that calls
+// Read on a Reader that left the value in the file makes one more positioned read than Get.
 func (c *Cache) Open(key []byte) (*Reader, bool) { return c.get(nil, key, 0, -1, true, 0) }
 
 // OpenEncoded is Open for a caller that can take a value compressed with accept as it is stored
@@ -257,6 +257,15 @@ func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (
 	first := int64(loc.Length)
 	// A whole record read on its second hit enters the memory tier (memory.go).
 	admit := off == 0 && n < 0 && l.admitsToMemory(first)
+	// The route is chosen for the bytes this reader will read, not only the first read's.
+	rd := c.hitFile(l, recOff, rangeEnd(l, off, n)-recOff)
+	_, direct := rd.(*vfs.DirectReader)
+	if lazy && (direct || off == 0 && n < 0 && (c.opts.VerifyOnRead || c.layout.checksValues())) {
+		// Open leaves the value in the file for WriteTo to send from there, which it does only
+		// for bytes read through the page cache that no check needs to see: otherwise its
+		// first read is Get's, and spares a second one (a second device request, when direct).
+		lazy = false
+	}
 	switch {
 	case admit:
 		// Read whole: it enters the tier.
@@ -272,12 +281,10 @@ func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (
 			first += min(want, streamChunk)
 		}
 	}
-	// The route is chosen for the bytes this reader will read, not only the first read's.
-	rd := c.hitFile(l, recOff, rangeEnd(l, off, n)-recOff)
 	// With direct reads, start b as far past an aligned address as the record is past an
 	// aligned offset, so the device writes the aligned middle in place (see vfs.DirectReader).
 	skew := 0
-	if _, direct := rd.(*vfs.DirectReader); direct && first >= 2*vfs.DirectIOAlignment {
+	if direct && first >= 2*vfs.DirectIOAlignment {
 		skew = int(recOff % vfs.DirectIOAlignment)
 	}
 	hold.buf = getBuf(int(first) + skew)

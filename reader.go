@@ -391,15 +391,24 @@ func (r *Reader) release() {
 	r.ref.release()
 }
 
-// Buffered returns the value bytes r has not delivered yet when it holds all of them in memory
-// with no check left to make: a value from the memory tier (checked as it entered), or one read
-// whole by a Reader that does not verify. A caller that takes them writes them out in place of
-// reading r, reads nothing more from r, and closes r once done with the bytes, which stay valid
-// until then. ok is false while bytes remain in the file or a check is due at the end; r is then
-// read as usual.
+// Buffered returns the value bytes r has not delivered yet when it holds all of them in memory:
+// a value from the memory tier (checked as it entered), or one read whole. A check due at the
+// end (Verifies) is made first, over the bytes in memory: a value that fails it is not returned,
+// and Read then reports the mismatch. A caller that takes the bytes writes them out in place of
+// reading r, reads nothing more from r, and closes r once done with them; they stay valid until
+// then. ok is false while bytes remain in the file, or after an error; r is then read as usual.
 func (r *Reader) Buffered() (b []byte, ok bool) {
-	if r.remain > 0 || r.verify || r.err != nil && r.err != io.EOF {
+	if r.remain > 0 || r.err != nil && r.err != io.EOF {
 		return nil, false
+	}
+	if r.verify {
+		r.sums.write(r.val)
+		r.verify = false // checked here, once: Read does not add the bytes again
+		if err := r.sums.verify(r.hdr, r.loc); err != nil {
+			r.c.stats.corrupt.Add(1)
+			r.fail(err)
+			return nil, false
+		}
 	}
 	return r.val, true
 }

@@ -35,7 +35,7 @@ import (
 
 // routedReadMin is the smallest read that picks its route; smaller ones go through the page
 // cache.
-const routedReadMin = 256 << 10
+const routedReadMin = 64 << 10
 
 // readRoute is where a hit's bytes come from.
 type readRoute uint8

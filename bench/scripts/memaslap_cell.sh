@@ -5,7 +5,8 @@
 #
 #   bash bench/scripts/memaslap_cell.sh SERVER SIZE SECONDS
 #
-# SERVER is memcached (-m 4096, everything in RAM), ext (memcached -m $EXT_MEM, default 800, with
+# SERVER is memcached (-m 4096, everything in RAM), null (`mcbench null`, a server that stores
+# nothing and answers every get with one value of SIZE bytes; $MCBENCH names the binary), ext (memcached -m $EXT_MEM, default 800, with
 # extstore on the work directory), or the path of a blobcache binary, run as `serve` with $SERVE_FLAGS (default
 # "--memory 4G"). The load: memaslap's 9:1 get:set, 2 threads, $CONNS connections (default 32),
 # a key window of $WIN keys a connection (default 10k, 1k past 16 KiB), values of SIZE bytes.
@@ -32,6 +33,7 @@ slap=$(command -v memaslap || command -v memcaslap)
 rm -rf "$work/data" && mkdir -p "$work/data"
 case $server in
   memcached) memcached -l 127.0.0.1 -p $port -U 0 -m 4096 -I 2m -t 2 -c 4096 -u root & ;;
+  null) "${MCBENCH:-mcbench}" null -addr 127.0.0.1:$port -value-size "$size" & ;;
   ext) memcached -l 127.0.0.1 -p $port -U 0 -m ${EXT_MEM:-800} -I 2m -t 2 -c 4096 -u root \
          -o "ext_path=$work/data/extstore:16G,ext_threads=2" & ;;
   *) "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "${METRICS:+127.0.0.1:22190}" --log-level warn \

@@ -571,14 +571,15 @@ func (c *countedSocket) Write(p []byte) (int, error) {
 }
 
 // readMemory is the memory a Get of a blob of size bytes, under a key of keyLen bytes with
-// attrLen bytes of attributes, holds while it writes to its client, as the library counts it:
-// copyOut's buffer (blobcache.BufferSize), and for a blob over wholeBlob, which streams to the
-// client, the library's Reader's buffers too (blobcache.Cache.ReadMemory). A blob up to
-// wholeBlob is read to its end before its first byte is written, and the Reader hands its
-// buffers back with its last byte: they are held only while the store reads, and are left out.
+// attrLen bytes of attributes, holds while it writes to its client, as the library counts it.
+// A blob up to wholeBlob is read to its end before its first byte is written, and written from
+// one buffer: the Reader's own (blobcache.Cache.ReadMemory), when the library read it whole and
+// hands it over (Reader.Buffered), or else copyOut's (blobcache.BufferSize), into which the
+// Reader reads and which it hands its own buffers back before; so the larger of the two. A blob
+// over wholeBlob streams to the client through copyOut's buffer and the Reader's together.
 func readMemory(c *blobcache.Cache, keyLen, attrLen int, size int64) int64 {
 	if size <= wholeBlob {
-		return int64(blobcache.BufferSize(int(size)))
+		return max(int64(blobcache.BufferSize(int(size))), c.ReadMemory(keyLen, attrLen, size))
 	}
 	return int64(blobcache.BufferSize(copyChunk)) + c.ReadMemory(keyLen, attrLen, size)
 }
