@@ -2,6 +2,7 @@ package memtier
 
 import (
 	"fmt"
+	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -242,19 +243,48 @@ func BenchmarkBareCopy4K(b *testing.B) {
 // BenchmarkDRAMLatency is a comparator for the tier's hit: one load whose address depends on
 // the load before it, over a random cycle of 64-byte lines in 64 MiB (the size of
 // BenchmarkBareCopy4K's values), so that each op waits for memory as a lookup's first touch of
-// an index slot or an entry does.
+// an index slot or an entry does. The hugepages variant lays the 64 MiB on memory advised as
+// transparent huge pages (internal/hugemem), so that the loads miss no TLB entry: the difference
+// is what the page walks cost.
 func BenchmarkDRAMLatency(b *testing.B) {
+	b.Run("4k-pages", func(b *testing.B) { dramLatency(b, make([]uint64, 64<<20/8)) })
+	b.Run("hugepages", func(b *testing.B) { dramLatency(b, hugemem.Slice[uint64](64<<20/8)) })
+}
+
+func dramLatency(b *testing.B, next []uint64) {
 	const lines = 64 << 20 / 64
-	next := make([]uint64, lines*8) // one used word per 64-byte line
 	perm := rand.New(rand.NewPCG(1, 2)).Perm(lines)
 	for i := range lines {
-		next[perm[i]*8] = uint64(perm[(i+1)%lines] * 8)
+		next[perm[i]*8] = uint64(perm[(i+1)%lines] * 8) // one used word per 64-byte line
 	}
 	p := uint64(perm[0] * 8)
 	for b.Loop() {
 		p = next[p]
 	}
 	sink = p
+}
+
+// BenchmarkRegionCopy4K is BenchmarkBareCopy4K from one 64 MiB region instead of 16K separate
+// values, on ordinary pages and on transparent huge pages: what a tier whose small buffers lay
+// on huge pages would save on the copy.
+func BenchmarkRegionCopy4K(b *testing.B) {
+	b.Run("4k-pages", func(b *testing.B) { regionCopy(b, make([]byte, 64<<20)) })
+	b.Run("hugepages", func(b *testing.B) { regionCopy(b, hugemem.Slice[byte](64<<20)) })
+}
+
+func regionCopy(b *testing.B, region []byte) {
+	const n = 16 << 10
+	for i := range region {
+		region[i] = byte(i)
+	}
+	buf := make([]byte, 4<<10)
+	b.SetBytes(4 << 10)
+	i := uint64(0)
+	for b.Loop() {
+		k := (i * 7919) % n
+		copy(buf, region[k<<12:(k+1)<<12])
+		i++
+	}
 }
 
 // BenchmarkLookupCopy4K is the least a hit found through an index can cost: a dependent load of
