@@ -47,10 +47,11 @@ type keyLookup struct {
 	accept uint8
 
 	tries int
-	// Set by next: the record's location, and either its entry in the memory tier (mem, and
-	// no file) or the file holding it (with a reader reference the caller releases or hands on)
-	// and its offset in the file.
+	// Set by next: the record's location and its hit count in the index when looked up, and
+	// either its entry in the memory tier (mem, and no file) or the file holding it (with a
+	// reader reference the caller releases or hands on) and its offset in the file.
 	loc    index.Loc
+	hits   int
 	mem    *memtier.Entry
 	file   *segHandle
 	recOff int64
@@ -108,14 +109,14 @@ func (l *keyLookup) locate() bool {
 		return false
 	}
 	l.tries++
-	loc, ok := l.c.idx.Get(l.h)
+	loc, hits, ok := l.c.idx.Lookup(l.h)
 	if !ok {
 		if l.st != nil {
 			l.st.falsePositives.Add(1)
 		}
 		return false
 	}
-	l.loc = loc
+	l.loc, l.hits = loc, hits
 	return true
 }
 
@@ -150,8 +151,11 @@ func (l *keyLookup) hit() {
 // touched notes a hit that returned bytes of the record l found: its access bit, for
 // reinsertion (see reinsert.go), for the read path's choice (see readroute.go), for the
 // memory tier's admission (memory.go) and for the unfetched counts of Stats.
+//
+// A count the lookup found at index.MaxHits is left as it is: Touch would not change it, and
+// skipping it spares a hot record's hits a second visit to the index (its lock and its slot).
 func (l *keyLookup) touched() {
-	if l.c.countsAccess() {
+	if l.hits < index.MaxHits && l.c.countsAccess() {
 		l.c.idx.Touch(l.h, l.loc)
 	}
 }
@@ -184,7 +188,7 @@ func (l *keyLookup) live(version uint64, ctime, expires int64) bool {
 	}
 	// Where the record is: in the write buffer (found before next ran), or at l.loc.
 	o := observation{buffered: l.tries == 0, rawVersion: version, inIndex: l.tries > 0, loc: l.loc}
-	if f == expired && o.inIndex && l.c.countsAccess() && l.c.idx.Hits(l.h, l.loc) == 0 {
+	if f == expired && o.inIndex && l.c.countsAccess() && l.hits == 0 {
 		l.c.stats.expiredUnfetched.Add(1)
 	}
 	l.c.dropStale(l.key, f, o)

@@ -57,7 +57,7 @@ func (l *keyLookup) admitsToMemory(n int64) bool {
 	if c.mem == nil {
 		return false
 	}
-	if !c.mem.Fits(n+memtier.EntryOverhead) || c.idx.Hits(l.h, l.loc) == 0 || !c.memGate.open(c) {
+	if !c.mem.Fits(n+memtier.EntryOverhead) || l.hits == 0 || !c.memGate.open(c) {
 		c.mem.NoteDeclined()
 		return false
 	}

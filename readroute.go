@@ -181,7 +181,7 @@ func (c *Cache) hitFile(l *keyLookup, off, n int64) blobFile {
 	}
 	c.fills.refreshFit(time.Now(), c.dataBytes)
 	st, err := vfs.StatPageCache(s.f, off, n)
-	switch chooseRoute(st, err, func() bool { return c.idx.Accessed(l.h, l.loc) }, &c.fills) {
+	switch chooseRoute(st, err, func() bool { return l.hits > 0 }, &c.fills) {
 	case routePageCache:
 		c.stats.readsPageCache.Add(1)
 		return s.f

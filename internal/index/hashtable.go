@@ -133,6 +133,20 @@ func (t *HashTable) Get(h uint64) (Loc, bool) {
 	return loc, ok
 }
 
+// Lookup returns the location stored for h and its hit count.
+func (t *HashTable) Lookup(h uint64) (Loc, int, bool) {
+	s, tag := t.shard(h)
+	s.RLock()
+	i, ok := s.find(tag)
+	var loc Loc
+	hits := 0
+	if ok {
+		loc, hits = s.locs[i], s.hits(i)
+	}
+	s.RUnlock()
+	return loc, hits, ok
+}
+
 // Touch counts a hit on h's entry if its location is loc. It takes the shard's read lock and
 // allocates nothing; once the count is at MaxHits it writes nothing either.
 func (t *HashTable) Touch(h uint64, loc Loc) {

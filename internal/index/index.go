@@ -20,6 +20,9 @@ type Loc struct {
 type Index interface {
 	// Get returns the location stored for h.
 	Get(h uint64) (Loc, bool)
+	// Lookup is Get with the entry's hit count, read with its location: a reader that finds it
+	// at MaxHits need not Touch it.
+	Lookup(h uint64) (loc Loc, hits int, ok bool)
 	// Put inserts or replaces; it returns the previous location if there was one.
 	Put(h uint64, loc Loc) (old Loc, replaced bool)
 	// Delete removes h and returns the location it had.

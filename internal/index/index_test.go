@@ -76,6 +76,9 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			if got := idx.Accessed(h, loc); got != (hits[h] > 0) {
 				fail(op, "Accessed(%#x) = %v, model %d hits", h, got, hits[h])
 			}
+			if l, n, ok := idx.Lookup(h); !ok || l != loc || n != hits[h] {
+				fail(op, "Lookup(%#x) = %v, %d hits, %v; model %v, %d", h, l, n, ok, loc, hits[h])
+			}
 		}
 		if len(seen) != len(model) {
 			fail(op, "Range saw %d entries, model has %d", len(seen), len(model))

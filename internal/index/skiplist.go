@@ -106,6 +106,14 @@ func (l *SkipList) Get(h uint64) (Loc, bool) {
 	return Loc{}, false
 }
 
+// Lookup returns the location stored for h and its hit count, without taking a lock.
+func (l *SkipList) Lookup(h uint64) (Loc, int, bool) {
+	if n := l.find(h); n != nil {
+		return n.loc, int(n.meta.Load() >> hitsShift & MaxHits), true
+	}
+	return Loc{}, 0, false
+}
+
 // find returns the node of h, without taking a lock; nil if there is none.
 func (l *SkipList) find(h uint64) *node {
 	h = canonical(h)
