@@ -84,6 +84,10 @@ func (c *Cache) into(r *Reader, key []byte, off, n int64, lazy bool, accept uint
 // socket write from memory about what sending them from the file would.
 const OpenHead = 16 << 10
 
+// checksWholeReads reports whether a read that brings in a whole value checks it against its
+// record's CRC-32C: with VerifyOnRead, or where the layout's files are not scanned on open.
+func (c *Cache) checksWholeReads() bool { return c.opts.VerifyOnRead || c.layout.checksValues() }
+
 // GetRange is Get for the bytes [off, off+n) of the blob (n < 0: to the end). The range is
 // clamped to the blob. Verification applies only when the range is the whole blob; the header
 // and key are always checked.
@@ -260,7 +264,7 @@ func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (
 	// The route is chosen for the bytes this reader will read, not only the first read's.
 	rd := c.hitFile(l, recOff, rangeEnd(l, off, n)-recOff)
 	_, direct := rd.(*vfs.DirectReader)
-	if lazy && (direct || off == 0 && n < 0 && (c.opts.VerifyOnRead || c.layout.checksValues())) {
+	if lazy && (direct || off == 0 && n < 0 && c.checksWholeReads()) {
 		// Open leaves the value in the file for WriteTo to send from there, which it does only
 		// for bytes read through the page cache that no check needs to see: otherwise its
 		// first read is Get's, and spares a second one (a second device request, when direct).
@@ -344,7 +348,7 @@ func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (
 	}
 	r := c.newReader(dst)
 	r.h, r.loc, r.size, r.hdr, r.attrs, r.rd, r.stored = l.h, loc, end-off, hdr, attrs, rd, hdr.Codec != 0
-	if (c.opts.VerifyOnRead || c.layout.checksValues()) && whole && !admitted {
+	if c.checksWholeReads() && whole && !admitted {
 		r.verify = true
 		r.sums = c.readCheck(hdr)
 	}
@@ -506,7 +510,7 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 		}
 	}
 	vlen := int64(hdr.ValueLen)
-	if (c.opts.VerifyOnRead || c.layout.checksValues()) && off == 0 && int64(len(want)) == vlen {
+	if c.checksWholeReads() && off == 0 && int64(len(want)) == vlen {
 		vc := c.readCheck(hdr)
 		vc.write(want)
 		if err := vc.verify(hdr, loc); err != nil {
@@ -517,7 +521,7 @@ func (c *Cache) readAt(l *keyLookup, p []byte, off int64) (int, openResult, erro
 	// The whole value of a record without attributes (ReadAt reads none) enters the memory
 	// tier on its second hit (memory.go), checked just above or as it enters.
 	if off == 0 && int64(len(want)) == vlen && hdr.AttrLen == 0 && !hdr.Legacy && l.admitsToMemory(int64(loc.Length)) &&
-		!l.admitToMemory(hdr, "", want, c.opts.VerifyOnRead || c.layout.checksValues()) {
+		!l.admitToMemory(hdr, "", want, c.checksWholeReads()) {
 		return 0, openMiss, nil
 	}
 	if len(want) < len(p) {

@@ -62,7 +62,6 @@ func (c *Cache) routesWrites() bool {
 // segment writes (with O_DIRECT unless the file system refused it).
 func (l *segmentLayout) write(j *flushJob) error {
 	if l.writesBack(j.seg, j.length) {
-		l.c.stats.writtenBack.Add(uint64(j.length))
 		return j.seg.active.WriteThroughCache(j.bufs, j.base)
 	}
 	return j.seg.active.WriteBatch(j.bufs, j.base)
@@ -75,14 +74,14 @@ func (l *segmentLayout) write(j *flushJob) error {
 // bytes.
 func (l *segmentLayout) writeChunk(s *segHandle, b []byte, off int64) error {
 	if l.writesBack(s, int64(len(b))) {
-		l.c.stats.writtenBack.Add(uint64(len(b)))
 		return s.active.WriteThroughCache([][]byte{b}, off)
 	}
 	return s.active.Write([][]byte{b}, off)
 }
 
 // writesBack reports whether a batch of n bytes into s goes through the page cache, and if so
-// counts its bytes against the share, until the seal of s or a recount finds them written back.
+// counts its bytes against the share, until the seal of s or a recount finds them written back,
+// and in Stats.WrittenBackBytes.
 // It must not be called with writer.mu held: asking the fit again (refreshFit) takes it to read
 // the cache's data bytes. So a stream's pad, written during the reservation under writer.mu,
 // is not routed (stream.go).
@@ -104,6 +103,7 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 		return false
 	}
 	s.unsynced.Add(n)
+	c.stats.writtenBack.Add(uint64(n))
 	return true
 }
 

@@ -69,15 +69,14 @@ const unlimited = 1 << 62
 // ancestors'), the memory memory.usage_in_bytes, the page cache memory.stat's total_cache. With
 // cgroup v2 (the line "0::/path"), memory.max, memory.current and memory.stat's file.
 func cgroupMemoryAt(root, self string) (limit, held int64, ok bool) {
-	v1, v2 := "", ""
-	found1, found2 := false, false
+	v1, v2 := "", "" // the cgroups' paths, each at least "/" when found
 	for _, line := range strings.Split(self, "\n") {
 		if p, cut := strings.CutPrefix(line, "0::"); cut {
-			v2, found2 = p, true
+			v2 = p
 		}
 		if _, rest, cut := strings.Cut(line, ":"); cut {
 			if ctrls, p, cut := strings.Cut(rest, ":"); cut && slices.Contains(strings.Split(ctrls, ","), "memory") {
-				v1, found1 = p, true
+				v1 = p
 			}
 		}
 	}
@@ -94,7 +93,7 @@ func cgroupMemoryAt(root, self string) (limit, held int64, ok bool) {
 	var stat, cacheField string
 	limOK, curOK := false, false
 	switch {
-	case found1:
+	case v1 != "":
 		dir := filepath.Join(root, "memory", v1)
 		stat, _ = read(dir, "memory.stat")
 		if limit, limOK = statField(stat, "hierarchical_memory_limit"); !limOK {
@@ -102,7 +101,7 @@ func cgroupMemoryAt(root, self string) (limit, held int64, ok bool) {
 		}
 		current, curOK = readInt(dir, "memory.usage_in_bytes")
 		cacheField = "total_cache"
-	case found2:
+	case v2 != "":
 		dir := filepath.Join(root, v2)
 		limit, limOK = readInt(dir, "memory.max")
 		current, curOK = readInt(dir, "memory.current")
