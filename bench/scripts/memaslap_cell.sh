@@ -5,6 +5,9 @@
 #
 #   bash bench/scripts/memaslap_cell.sh SERVER SIZE SECONDS
 #
+# For a blobcache server the line ends with the disk bound it chose (bound=): the directory is new
+# each run, so the bound is a share of what the file system has free then.
+#
 # SERVER is memcached (-m 4096, everything in RAM), null (`mcbench null`, a server that stores
 # nothing and answers every get with one value of SIZE bytes; $MCBENCH names the binary), ext (memcached -m $EXT_MEM, default 800, with
 # extstore on the work directory), or the path of a blobcache binary, run as `serve` with $SERVE_FLAGS (default
@@ -77,6 +80,12 @@ if [ -n "${METRICS:-}" ] && [ "$server" != memcached ] && [ "$server" != ext ]; 
 fi
 kill $pid
 wait $pid 2> /dev/null || true
+case $server in
+  memcached|null|ext) ;;
+  # The disk bound the server chose for its new directory (MaxSizeAuto): a file system near full
+  # gives a small one, and the cell then measures eviction and reinsertion as well.
+  *) tier="$tier bound=$(grep -o 'disk bound [0-9.]* [KMGT]iB' "$work/server.log" | tail -1 | awk '{print $3 $4}')" ;;
+esac
 tps=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i + 1)}' | tail -1)
 gets=$(echo "$out" | awk '/^cmd_get:/ {v = $2} END {print v + 0}')
 missed=$(echo "$out" | awk '/^get_misses:/ {v = $2} END {print v + 0}')
