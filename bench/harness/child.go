@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/procfs"
@@ -129,7 +130,11 @@ func (c *child) dropCaches() bool {
 	if !c.cfg.DropCaches {
 		return false
 	}
-	return procfs.DropCaches() == nil
+	if procfs.DropCaches() != nil {
+		return false
+	}
+	time.Sleep(c.cfg.DropSettle)
+	return true
 }
 
 func (c *child) add(w Window) { c.res.Windows = append(c.res.Windows, w) }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/workload"
@@ -27,7 +28,13 @@ type Config struct {
 	Goroutines   int    `json:"goroutines"`    // concurrent callers in every window
 	Seed         uint64 `json:"seed"`
 	DropCaches   bool   `json:"drop_caches"` // drop the page cache where a phase asks for a cold start
-	Progress     bool   `json:"progress"`
+	// DropSettle is how long a child waits after dropping the page cache before the cold
+	// window starts. A guest that hands freed memory back to its host (free page reporting)
+	// makes the first touch of that memory several times dearer once it has been handed back,
+	// a couple of seconds after the drop: a window started at once runs partly in one state and
+	// partly in the other, by how fast the engine is. Waiting puts every engine in the same one.
+	DropSettle time.Duration `json:"drop_settle,omitempty"`
+	Progress   bool          `json:"progress"`
 
 	MixedPreload int `json:"mixed_preload"` // blobs written before the mixed window
 	MixedOps     int `json:"mixed_ops"`     // operations in the mixed window

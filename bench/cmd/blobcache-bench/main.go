@@ -55,6 +55,7 @@ func run(args []string) error {
 	goroutines := fs.Int("goroutines", d.Goroutines, "concurrent callers")
 	seed := fs.Uint64("seed", d.Seed, "workload seed")
 	drop := fs.Bool("drop-caches", d.DropCaches, "drop the page cache before cold windows (needs root)")
+	dropSettle := fs.Duration("drop-settle", d.DropSettle, "wait this long after dropping the page cache before a cold window (a guest that hands freed memory back to its host settles)")
 	progress := fs.Bool("progress", d.Progress, "progress bars on standard error")
 	deadline := fs.Int("deadline", d.Deadline, "seconds a child may run before it is stopped (0: none)")
 
@@ -123,6 +124,7 @@ func run(args []string) error {
 	apply("goroutines", func() { cfg.Goroutines = *goroutines })
 	apply("seed", func() { cfg.Seed = *seed })
 	apply("drop-caches", func() { cfg.DropCaches = *drop })
+	apply("drop-settle", func() { cfg.DropSettle = *dropSettle })
 	apply("progress", func() { cfg.Progress = *progress })
 	apply("deadline", func() { cfg.Deadline = *deadline })
 	apply("rocksdb-l0-files", func() { cfg.RocksDBL0Files = *rocksL0 })
