@@ -9,7 +9,11 @@
 # rounds, nginx's files written once. Each server starts afresh in each round; with WARMUP=N, wrk
 # first runs N seconds unmeasured against it (a restarted blobcache serve has an empty memory
 # tier). With RANGE=N, each request asks for N bytes at a random offset of its blob (a Range
-# header). Needs nginx (Debian nginx-light) and wrk.
+# header). With DELAY_MS=N, each connection waits N ms after each answer before its next request
+# (wrk's delay()): the load then runs below both servers' capacity, about 32 / (N ms + the
+# latency) requests a second, the same offered load for both, so that their latencies compare
+# at the same load rather than each at its own saturation. Needs nginx (Debian nginx-light) and
+# wrk.
 set -euo pipefail
 size=$1 keys=$2 secs=$3 rounds=${4:-3}
 work=${WORK:-/var/tmp/httpcmp}
@@ -38,6 +42,12 @@ http {
 }
 CONF
 lua() { # path prefix -> a wrk script asking for random keys under it (RANGE bytes of each)
+  lua_request "$1"
+  if [ -n "${DELAY_MS:-}" ]; then
+    echo "delay = function() return $DELAY_MS end" >> "$work/get.lua"
+  fi
+}
+lua_request() {
   if [ -n "${RANGE:-}" ]; then
     cat > "$work/get.lua" <<LUA
 math.randomseed(os.time())
