@@ -12,13 +12,15 @@
 # header). With DELAY_MS=N, each connection waits N ms after each answer before its next request
 # (wrk's delay()): the load then runs below both servers' capacity, about 32 / (N ms + the
 # latency) requests a second, the same offered load for both, so that their latencies compare
-# at the same load rather than each at its own saturation. Needs nginx (Debian nginx-light) and
-# wrk.
+# at the same load rather than each at its own saturation. With MCBENCH naming an mcbench binary
+# (`cd bench && go build ./cmd/mcbench`), each round also runs `mcbench httpnull`, a net/http
+# server that stores nothing and answers every GET with SIZE fixed bytes: what the Go runtime and
+# net/http cost, apart from the cache. Needs nginx (Debian nginx-light) and wrk.
 set -euo pipefail
 size=$1 keys=$2 secs=$3 rounds=${4:-3}
 work=${WORK:-/var/tmp/httpcmp}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bcport=22280 ngport=22281
+bcport=22280 ngport=22281 nullport=22282
 rm -rf "$work" && mkdir -p "$work/files" "$work/data" "$work/nginx"
 (cd "$root" && go build -o "$work/blobcache" ./cmd/blobcache)
 python3 - "$work/files" "$keys" "$size" <<'PY'
@@ -105,4 +107,11 @@ for r in $(seq "$rounds"); do
   sleep 0.3
   run nginx "http://127.0.0.1:$ngport" /key-
   kill "$(cat "$work/nginx/nginx.pid")"; sleep 0.3
+  if [ -n "${MCBENCH:-}" ]; then
+    "$MCBENCH" httpnull -addr 127.0.0.1:$nullport -value-size "$size" &
+    nullpid=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$nullport/key-0" > /dev/null && break; sleep 0.1; done
+    run httpnull "http://127.0.0.1:$nullport" /key-
+    kill $nullpid; wait $nullpid 2> /dev/null || true
+  fi
 done

@@ -6,6 +6,8 @@
 //	mcbench serve [flags]      run the BlobCache server (memcached port only) until SIGTERM
 //	mcbench null [flags]       run a server that stores nothing (every get answers one fixed
 //	                           value): the ceiling of a load generator on the machine
+//	mcbench httpnull [flags]   the same over HTTP: a net/http server that answers every GET
+//	                           with one fixed body
 //
 // compare starts each server as a child process, preloads it, and runs each workload from a
 // load process of its own (mcbench load), sampling the server's CPU time and RSS from /proc
@@ -38,7 +40,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve|null [flags]")
+		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve|null|httpnull [flags]")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], os.Args[2:]); err != nil {
@@ -58,6 +60,8 @@ func run(cmd string, args []string) error {
 		return serve(args)
 	case "null":
 		return null(args)
+	case "httpnull":
+		return httpNull(args)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
