@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 )
 
 // httpNull is the HTTP counterpart of nullServer: a net/http server that stores nothing and
@@ -21,21 +16,8 @@ func httpNull(args []string) error {
 	addr := fl.String("addr", "127.0.0.1:8080", "HTTP address")
 	size := fl.Int("value-size", 4096, "bytes of the body every GET answers")
 	fl.Parse(args)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	srv := &http.Server{Handler: nullHandler(*size)}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return untilSignal(*addr, srv.Serve, func(net.Listener) { srv.Close() })
 }
 
 // nullHandler answers every GET or HEAD with the same body of size bytes, anything else with

@@ -37,18 +37,24 @@ func null(args []string) error {
 	addr := fl.String("addr", "127.0.0.1:11211", "memcached-protocol address")
 	valueSize := fl.Int("value-size", 4096, "bytes of the value every get answers")
 	fl.Parse(args)
-	ln, err := net.Listen("tcp", *addr)
+	s := newNullServer(*valueSize)
+	return untilSignal(*addr, s.serve, func(ln net.Listener) { ln.Close() })
+}
+
+// untilSignal listens on addr and runs serve on the listener until SIGTERM or SIGINT, which
+// calls stop to make serve return; what serve returns then is not an error.
+func untilSignal(addr string, serve func(net.Listener) error, stop func(net.Listener)) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
 	go func() {
 		<-ctx.Done()
-		ln.Close()
+		stop(ln)
 	}()
-	s := newNullServer(*valueSize)
-	err = s.serve(ln)
+	err = serve(ln)
 	if ctx.Err() != nil {
 		return nil
 	}
