@@ -132,9 +132,13 @@ func groups(r *harness.Report, phase string) []*group {
 func Markdown(r *harness.Report) string {
 	var b strings.Builder
 	m := r.Machine
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, data on %s (%s). Page cache dropped between phases: %s.\n\n",
-		m.CPUs, m.CPUModel, float64(m.MemTotal)/(1<<30), m.Kernel, m.GoVersion, m.Device, m.FileSystem, m.DropCaches)
 	c := r.Config
+	settle := ""
+	if c.DropSettle > 0 {
+		settle = fmt.Sprintf(", each cold window started %v after the drop", c.DropSettle)
+	}
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, data on %s (%s). Page cache dropped between phases: %s%s.\n\n",
+		m.CPUs, m.CPUModel, float64(m.MemTotal)/(1<<30), m.Kernel, m.GoVersion, m.Device, m.FileSystem, m.DropCaches, settle)
 	fmt.Fprintf(&b, "Memory budget per engine: %d MiB; %d goroutines. Where a phase ran more than once, the row is the run with the median headline figure (ops/s) and the range over all runs follows it in parentheses.\n\n", c.MemoryBudget>>20, c.Goroutines)
 	for _, ph := range r.Phases {
 		switch ph {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed57392e9e/blobcache/bench/engine"
 	"github.com/seed57392e9e/blobcache/bench/harness"
@@ -106,5 +107,20 @@ func TestRocksDBL0Line(t *testing.T) {
 	}
 	if md := Markdown(r); !strings.Contains(md, "- rocksdb: 451 L0 files at the end of the mixed window (runs: 450, 451)") {
 		t.Errorf("L0 line missing:\n%s", md)
+	}
+}
+
+// TestDropSettleShown: a run that waited after dropping the page cache says so beside the drop,
+// and one that did not says nothing of it.
+func TestDropSettleShown(t *testing.T) {
+	r := &harness.Report{Engines: []string{"blobcache"}, Phases: []string{harness.PhaseMixed}, Config: harness.DefaultConfig()}
+	r.Machine.DropCaches = "yes"
+	r.Results = append(r.Results, mixedResult("blobcache", 1, 100))
+	if md := Markdown(r); strings.Contains(md, "after the drop") {
+		t.Errorf("a run without a wait mentions one:\n%s", md)
+	}
+	r.Config.DropSettle = 10 * time.Second
+	if md := Markdown(r); !strings.Contains(md, "Page cache dropped between phases: yes, each cold window started 10s after the drop.") {
+		t.Errorf("the wait is not shown:\n%s", md)
 	}
 }
