@@ -249,19 +249,19 @@ func (r *Reader) Read(p []byte) (int, error) {
 // the kernel sends them from the file (vfs.SendFile); otherwise they are read and written.
 func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	if r.err == nil && r.remain == 0 && len(r.val) > 0 && r.verify {
-		r.sums.write(r.val)
-		v := r.val
-		r.val = nil
-		// Check first, write, and only then give the buffer back: v lives in it.
-		r.check()
-		if r.err != io.EOF {
-			r.release()
-			return 0, r.err
+	if r.err == nil {
+		// Held whole: checked first (Buffered), written, and only then is the buffer given
+		// back (finish), as v lives in it.
+		if v, ok := r.Buffered(); ok && len(v) > 0 {
+			r.val = nil
+			n, err := w.Write(v)
+			if err != nil {
+				r.Close()
+				return int64(n), err
+			}
+			r.finish()
+			return int64(n), nil
 		}
-		n, err := w.Write(v)
-		r.release()
-		return int64(n), err
 	}
 	var chunk *[]byte // pooled: Read copies out of it, never keeps it (r.val does not lie in it)
 	defer func() {
@@ -369,11 +369,20 @@ func (r *Reader) finish() {
 func (r *Reader) check() {
 	r.err = io.EOF
 	if r.verify {
-		if err := r.sums.verify(r.hdr, r.loc); err != nil {
+		if err := r.verified(); err != nil {
 			r.err = err
-			r.c.stats.corrupt.Add(1)
 		}
 	}
+}
+
+// verified checks the bytes added to r.sums against the record's checksums, counting a
+// mismatch as corruption.
+func (r *Reader) verified() error {
+	err := r.sums.verify(r.hdr, r.loc)
+	if err != nil {
+		r.c.stats.corrupt.Add(1)
+	}
+	return err
 }
 
 func (r *Reader) fail(err error) {
@@ -404,8 +413,7 @@ func (r *Reader) Buffered() (b []byte, ok bool) {
 	if r.verify {
 		r.sums.write(r.val)
 		r.verify = false // checked here, once: Read does not add the bytes again
-		if err := r.sums.verify(r.hdr, r.loc); err != nil {
-			r.c.stats.corrupt.Add(1)
+		if err := r.verified(); err != nil {
 			r.fail(err)
 			return nil, false
 		}
