@@ -483,7 +483,7 @@ func TestFIFOSetsNoBits(t *testing.T) {
 		if c.rs != nil {
 			t.Fatal("PolicyFIFO started a reinserter")
 		}
-		if got := c.idx.Accessed(h, loc); got != tc.wantBit {
+		if got := c.idx.Hits(h, loc) > 0; got != tc.wantBit {
 			t.Fatalf("BufferedReads %v, DirectIOReads %v: access bit %v after a hit, want %v",
 				c.opts.BufferedReads, c.opts.DirectIOReads, got, tc.wantBit)
 		}

@@ -20,7 +20,7 @@
 //     one Put with the Offset of another.
 //   - MemoryBytes counts capacity (what the process holds), not live entries.
 //   - Every entry has a hit count of two bits: Touch counts a hit on the record at that location
-//     (up to MaxHits), Hits and Accessed read it, SetHits sets it, and every Put of the hash
+//     (up to MaxHits), Hits and Lookup read it, SetHits sets it, and every Put of the hash
 //     clears it (the new record is not hit yet). HashTable keeps the counts in a per-shard array
 //     beside its slots (1/4 byte a slot, moved with the entries under the write lock, counted
 //     with a compare-and-swap under the read lock); SkipList in a spare word of the node.

@@ -164,9 +164,6 @@ func (t *HashTable) Touch(h uint64, loc Loc) {
 	s.RUnlock()
 }
 
-// Accessed reports whether h's location is loc and its hit count is not zero.
-func (t *HashTable) Accessed(h uint64, loc Loc) bool { return t.Hits(h, loc) > 0 }
-
 // Hits returns h's hit count if its location is loc, else 0.
 func (t *HashTable) Hits(h uint64, loc Loc) int {
 	s, tag := t.shard(h)

@@ -35,8 +35,6 @@ type Index interface {
 	// count saturates at MaxHits. It is lock-free or takes a read lock only, and allocates
 	// nothing. Every Put of h (a new location, or the same one again) clears the count.
 	Touch(h uint64, loc Loc)
-	// Accessed reports whether h's location is loc and its hit count is not zero.
-	Accessed(h uint64, loc Loc) bool
 	// Hits returns h's hit count if its location is loc, else 0 (eviction asks it of each
 	// record of the oldest segment, to decide whether to write it again).
 	Hits(h uint64, loc Loc) int

@@ -73,9 +73,6 @@ func runModel(t *testing.T, idx Index, seed uint64, poolSize, ops int) {
 			if got := idx.Hits(h, loc); got != hits[h] {
 				fail(op, "Hits(%#x) = %d, model %d", h, got, hits[h])
 			}
-			if got := idx.Accessed(h, loc); got != (hits[h] > 0) {
-				fail(op, "Accessed(%#x) = %v, model %d hits", h, got, hits[h])
-			}
 			if l, n, ok := idx.Lookup(h); !ok || l != loc || n != hits[h] {
 				fail(op, "Lookup(%#x) = %v, %d hits, %v; model %v, %d", h, l, n, ok, loc, hits[h])
 			}

@@ -146,9 +146,6 @@ func (l *SkipList) Touch(h uint64, loc Loc) {
 	}
 }
 
-// Accessed reports whether h's location is loc and its hit count is not zero.
-func (l *SkipList) Accessed(h uint64, loc Loc) bool { return l.Hits(h, loc) > 0 }
-
 // Hits returns h's hit count if its location is loc, else 0.
 func (l *SkipList) Hits(h uint64, loc Loc) int {
 	if n := l.find(h); n != nil && n.loc == loc {
