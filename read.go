@@ -259,12 +259,13 @@ func (c *Cache) openRecord(dst *Reader, l *keyLookup, off, n int64, lazy bool) (
 	// format: a legacy one is shorter, and the value starts a little earlier); for Open, header
 	// and key alone unless the value is small.
 	first := int64(loc.Length)
+	allAsked := off == 0 && n < 0 // the whole value asked for
 	// A whole record read on its second hit enters the memory tier (memory.go).
-	admit := off == 0 && n < 0 && l.admitsToMemory(first)
+	admit := allAsked && l.admitsToMemory(first)
 	// The route is chosen for the bytes this reader will read, not only the first read's.
 	rd := c.hitFile(l, recOff, rangeEnd(l, off, n)-recOff)
 	_, direct := rd.(*vfs.DirectReader)
-	if lazy && (direct || off == 0 && n < 0 && c.checksWholeReads()) {
+	if lazy && (direct || allAsked && c.checksWholeReads()) {
 		// Open leaves the value in the file for WriteTo to send from there, which it does only
 		// for bytes read through the page cache that no check needs to see: otherwise its
 		// first read is Get's, and spares a second one (a second device request, when direct).
