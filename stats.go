@@ -82,6 +82,10 @@ type Stats struct {
 	// WrittenBackBytes are batch bytes written through the page cache for the kernel to write
 	// back (Options.DirectWrites says when), not with O_DIRECT.
 	WrittenBackBytes uint64
+	// WriteBackCost is the CPU time a MiB of batch written through the page cache has cost
+	// lately, averaged, when batches pick their route: past a ceiling they go direct
+	// (writecost.go). Zero until measured.
+	WriteBackCost time.Duration
 	// SentBytes are value bytes the kernel sent from segment files to sockets without a copy
 	// through user space (Open, Reader.WriteTo).
 	SentBytes uint64
@@ -223,6 +227,7 @@ func (c *Cache) Stats() Stats {
 		ReadsPageCache:     c.stats.readsPageCache.Load(),
 		ReadsFilled:        c.stats.readsFilled.Load(),
 		WrittenBackBytes:   c.stats.writtenBack.Load(),
+		WriteBackCost:      c.segs.costs.perMiB(),
 		ReadsDirect:        c.stats.readsDirect.Load(),
 		SentBytes:          c.stats.sentBytes.Load(),
 		Flushes:            c.stats.flushes.Load(),

@@ -12,15 +12,17 @@ import (
 // With neither DirectWrites, BufferedWrites nor Fsync set, each batch picks its route (write):
 //
 //   - while the cache's data fits in RAM (fillGate.pressured is false, the read path's own
-//     signal: readroute.go) and the bytes written through the page cache that the kernel has not
+//     signal: readroute.go), the bytes written through the page cache that the kernel has not
 //     written back yet (as last counted: recountUnsynced) stay under writeBackShare of the memory
-//     the page cache could have, the batch is written
+//     the page cache could have, and such a write costs the CPU less than its ceiling (measured:
+//     writecost.go), the batch is written
 //     through the page cache, and the kernel writes it back in its own time (write-back). Until
 //     then the device does not see it, and its hits, the first one included, are served from
 //     memory: each byte written is read from the device never, as a page-cache engine's is;
 //   - otherwise it is written with O_DIRECT, as every batch was before: data bigger than RAM,
-//     memory taken by others, or writes coming faster than the kernel writes them back (the
-//     unsynced bytes reach their share); and always where the kernel cannot tell what it has
+//     memory taken by others, writes coming faster than the kernel writes them back (the
+//     unsynced bytes reach their share), or a page cache dearer than its ceiling (but for the
+//     probes that measure it again); and always where the kernel cannot tell what it has
 //     written back (cachestat(2), Linux 6.5: segHandle.seesWriteBack), since a seal there could
 //     not wait for it and would write the segment back at once, stalling the writes behind it.
 //
@@ -58,11 +60,12 @@ func (c *Cache) routesWrites() bool {
 	return !c.opts.DirectWrites && !c.opts.BufferedWrites && !c.opts.Fsync
 }
 
-// write writes batch j to its segment: through the page cache while write-back pays, else as the
-// segment writes (with O_DIRECT unless the file system refused it).
+// write writes batch j to its segment: through the page cache while write-back pays, measuring
+// what that costs (writecost.go), else as the segment writes (with O_DIRECT unless the file
+// system refused it).
 func (l *segmentLayout) write(j *flushJob) error {
 	if l.writesBack(j.seg, j.length) {
-		return j.seg.active.WriteThroughCache(j.bufs, j.base)
+		return l.costs.measure(j.length, func() error { return j.seg.active.WriteThroughCache(j.bufs, j.base) })
 	}
 	return j.seg.active.WriteBatch(j.bufs, j.base)
 }
@@ -91,7 +94,7 @@ func (l *segmentLayout) writesBack(s *segHandle, n int64) bool {
 		return false
 	}
 	c.fills.refreshFit(time.Now(), c.dataBytes)
-	if c.fills.pressured() {
+	if c.fills.pressured() || !l.costs.backPays(n) {
 		return false
 	}
 	limit := int64(writeBackShare * float64(c.fills.avail.Load()))

@@ -35,6 +35,7 @@ func writeBackCache(t *testing.T, dir string, segSize int64, opts ...Option) *Ca
 		c.Close()
 		t.Skipf("cachestat: %v", err)
 	}
+	c.segs.costs.fixed = true // the route's other rules alone: TestRouteCostPicks tests its costs
 	return c
 }
 

@@ -107,6 +107,9 @@ func openProd(cfg Config, directReads bool) (Engine, error) {
 func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, error) {
 	switch cfg.BlobcacheBuffered {
 	case "":
+	case "none":
+		opts = append(opts, blobcache.WithDirectWrites(true))
+		s = append(s, Setting{"DirectWrites", "true: no batch through the page cache (asked: -blobcache-buffered none)"})
 	case "reads", "writes", "both":
 		if cfg.BlobcacheBuffered != "writes" {
 			opts = append(opts, blobcache.WithBufferedReads(true))
@@ -117,7 +120,7 @@ func startBlobcache(cfg Config, s []Setting, opts ...blobcache.Option) (Engine, 
 			s = append(s, Setting{"BufferedWrites", "true (asked: -blobcache-buffered)"})
 		}
 	default:
-		return nil, fmt.Errorf("blobcache: -blobcache-buffered %q: want reads, writes or both", cfg.BlobcacheBuffered)
+		return nil, fmt.Errorf("blobcache: -blobcache-buffered %q: want reads, writes, both or none", cfg.BlobcacheBuffered)
 	}
 	if cfg.BlobcacheMemory != 0 {
 		opts = append(opts, blobcache.WithMemorySize(cfg.BlobcacheMemory))
@@ -219,8 +222,9 @@ func (e *blobcacheEngine) Counters() map[string]int64 {
 		"put_waits": int64(s.PutWaits), "bloom_rebuilds": int64(s.BloomRebuilds),
 		"reads_page_cache": int64(s.ReadsPageCache), "reads_filled": int64(s.ReadsFilled),
 		"reads_direct": int64(s.ReadsDirect), "written_back_bytes": int64(s.WrittenBackBytes),
-		"flushed_bytes": int64(s.FlushedBytes),
-		"memory_hits":   int64(s.MemoryHits), "memory_inserts": int64(s.MemoryInserts),
+		"flushed_bytes":             int64(s.FlushedBytes),
+		"write_back_cpu_ns_per_mib": int64(s.WriteBackCost),
+		"memory_hits":               int64(s.MemoryHits), "memory_inserts": int64(s.MemoryInserts),
 		"memory_evictions": int64(s.MemoryEvictions), "memory_bytes": s.MemoryBytes,
 	}
 }

@@ -73,7 +73,8 @@ type Config struct {
 	// BlobcacheMemoryOnWrite sets MemoryAdmission to MemoryOnWrite (with BlobcacheMemory).
 	BlobcacheMemoryOnWrite bool
 	// BlobcacheBuffered turns on every BlobCache engine's BufferedReads ("reads"),
-	// BufferedWrites ("writes") or both ("both"); "" leaves the engine's own.
+	// BufferedWrites ("writes") or both ("both"), or DirectWrites ("none": no batch goes
+	// through the page cache, whatever the write route would pick); "" leaves the engine's own.
 	BlobcacheBuffered string
 }
 

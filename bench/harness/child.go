@@ -71,6 +71,11 @@ func (c *child) runPhase() error {
 			c.res.DropCaches = "no: " + err.Error()
 		} else {
 			c.res.DropCaches = "yes"
+			// Settled at the start as after a drop: the page cache the engine run before this
+			// one left is freed here, and without the wait this engine's first writes would
+			// land in that memory, cheaper than in memory its host has taken back (see
+			// Config.DropSettle), by how much page cache the other engine left.
+			time.Sleep(c.cfg.DropSettle)
 		}
 	}
 	if m, err := procfs.ReadMemory(); err == nil {

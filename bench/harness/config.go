@@ -33,6 +33,8 @@ type Config struct {
 	// makes the first touch of that memory several times dearer once it has been handed back,
 	// a couple of seconds after the drop: a window started at once runs partly in one state and
 	// partly in the other, by how fast the engine is. Waiting puts every engine in the same one.
+	// A child also waits after the drop it makes as it starts, before its first load: otherwise
+	// its loads would write into the page cache the engine before it left, freed moments before.
 	DropSettle time.Duration `json:"drop_settle,omitempty"`
 	Progress   bool          `json:"progress"`
 
@@ -73,7 +75,8 @@ type Config struct {
 	// (Options.MemoryAdmission MemoryOnWrite) instead of on their second hit.
 	BlobcacheMemoryOnWrite bool `json:"blobcache_memory_on_write,omitempty"`
 	// BlobcacheBuffered is the BlobCache engines' page-cache use beyond their defaults: "" (the
-	// engine's own), "reads" (BufferedReads), "writes" (BufferedWrites) or "both".
+	// engine's own), "reads" (BufferedReads), "writes" (BufferedWrites), "both", or "none"
+	// (DirectWrites: no batch through the page cache).
 	BlobcacheBuffered string `json:"blobcache_buffered,omitempty"`
 	// ProfileDir, if set, gets a CPU profile of every measured window of every child and a heap
 	// profile at its end (<engine>-<phase>-<rep>-<window>.cpu.pprof and .heap.pprof); loads and

@@ -135,7 +135,7 @@ func Markdown(r *harness.Report) string {
 	c := r.Config
 	settle := ""
 	if c.DropSettle > 0 {
-		settle = fmt.Sprintf(", each cold window started %v after the drop", c.DropSettle)
+		settle = fmt.Sprintf(", each engine's first load and each cold window started %v after the drop", c.DropSettle)
 	}
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, data on %s (%s). Page cache dropped between phases: %s%s.\n\n",
 		m.CPUs, m.CPUModel, float64(m.MemTotal)/(1<<30), m.Kernel, m.GoVersion, m.Device, m.FileSystem, m.DropCaches, settle)

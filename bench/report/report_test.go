@@ -120,7 +120,7 @@ func TestDropSettleShown(t *testing.T) {
 		t.Errorf("a run without a wait mentions one:\n%s", md)
 	}
 	r.Config.DropSettle = 10 * time.Second
-	if md := Markdown(r); !strings.Contains(md, "Page cache dropped between phases: yes, each cold window started 10s after the drop.") {
+	if md := Markdown(r); !strings.Contains(md, "Page cache dropped between phases: yes, each engine's first load and each cold window started 10s after the drop.") {
 		t.Errorf("the wait is not shown:\n%s", md)
 	}
 }

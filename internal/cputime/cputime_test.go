@@ -24,3 +24,27 @@ func TestProcessGrows(t *testing.T) {
 		t.Fatalf("%d iterations over 50 ms of wall time added %v of CPU time", x, after-before)
 	}
 }
+
+// TestThreadGrows: a thread spinning for a while, locked to it, uses CPU time on it.
+func TestThreadGrows(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, tid, ok := Thread()
+	if !ok {
+		if runtime.GOOS == "linux" {
+			t.Fatal("no thread CPU time on Linux")
+		}
+		t.Skip("no thread CPU time on", runtime.GOOS)
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+		x++
+	}
+	after, tid2, _ := Thread()
+	if tid2 != tid {
+		t.Fatalf("thread %d, then %d, while locked to one", tid, tid2)
+	}
+	if after-before < 10*time.Millisecond {
+		t.Fatalf("%d iterations over 50 ms of wall time added %v of the thread's CPU time", x, after-before)
+	}
+}

@@ -66,6 +66,7 @@ func newStatsCollector(src StatsSource) *statsCollector {
 	counter("blobcache_reinsert_dropped_total", "Records hit since written that went with their segment: reinsertion budget spent, or too large.", func(s *blobcache.Stats) float64 { return float64(s.ReinsertDropped) })
 	counter("blobcache_reads_page_cache_total", "Hits of 256 KiB or more served from the page cache, which held them whole.", func(s *blobcache.Stats) float64 { return float64(s.ReadsPageCache) })
 	counter("blobcache_written_back_bytes_total", "Batch bytes written through the page cache for the kernel to write back, not with O_DIRECT.", func(s *blobcache.Stats) float64 { return float64(s.WrittenBackBytes) })
+	gauge("blobcache_write_back_cpu_seconds_per_mib", "CPU time a MiB of batch written through the page cache has cost lately; past a ceiling, batches go direct (0 until measured).", func(s *blobcache.Stats) float64 { return s.WriteBackCost.Seconds() })
 	counter("blobcache_reads_filled_total", "Hits of 256 KiB or more of blobs hit before, read through the page cache and left there.", func(s *blobcache.Stats) float64 { return float64(s.ReadsFilled) })
 	counter("blobcache_sent_bytes_total", "Value bytes the kernel sent from segment files to sockets without a copy through user space.", func(s *blobcache.Stats) float64 { return float64(s.SentBytes) })
 	counter("blobcache_reads_direct_total", "Hits of 256 KiB or more read from the device with O_DIRECT.", func(s *blobcache.Stats) float64 { return float64(s.ReadsDirect) })

@@ -66,7 +66,7 @@ func run(args []string) error {
 	bcBuffer := fs.Int64("blobcache-buffer", d.BlobcacheBuffer>>20, "blobcache-prod's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcDirectBuffer := fs.Int64("blobcache-direct-buffer", d.BlobcacheDirectBuffer>>20, "blobcache-direct's WriteBufferSize, MiB (x7 buffers; 0: a seventh of the budget)")
 	bcRead := fs.String("blobcache-read", d.BlobcacheRead, "BlobCache read path: readat (Cache.ReadAt into the caller's buffer) or reader (Get, then Read)")
-	bcBuffered := fs.String("blobcache-buffered", "", "BlobCache engines: also read (reads), write (writes) or both (both) through the page cache (BufferedReads, BufferedWrites)")
+	bcBuffered := fs.String("blobcache-buffered", "", "BlobCache engines: also read (reads), write (writes) or both (both) through the page cache (BufferedReads, BufferedWrites), or write no batch through it (none: DirectWrites)")
 	bcVerify := fs.Bool("blobcache-verify", d.BlobcacheVerify, "blobcache-prod, blobcache-direct: VerifyOnRead (check every hit's CRC-32C, as RocksDB checks its blocks)")
 	profile := fs.String("profile", "", "directory for a CPU profile of every measured window of every child and a heap profile at its end (empty: none)")
 	childEnv := fs.String("child-env", "", "environment of the children, comma-separated NAME=VALUE (e.g. GOGC=50,GOMEMLIMIT=512MiB); recorded in the JSON")

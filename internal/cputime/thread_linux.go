@@ -1,0 +1,17 @@
+//go:build linux
+
+package cputime
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func thread() (time.Duration, int, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, 0, false
+	}
+	return time.Duration(ts.Nano()), unix.Gettid(), true
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cputime
+
+import "time"
+
+func thread() (time.Duration, int, bool) { return 0, 0, false }
