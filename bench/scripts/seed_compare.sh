@@ -9,7 +9,9 @@
 #
 # SEED_CHECKOUT is a directory holding the seed's source (e.g. `git archive` of its newest
 # snapshot). Its io_linux.go calls syscall.PosixFadvise, which Go's syscall package lacks on
-# Linux; the copy calls x/sys's unix.Fadvise instead, the one change made to it.
+# Linux; the copy calls x/sys's unix.Fadvise instead, the one change made to it. SETTLE (e.g.
+# 10s) is passed as -drop-settle: each engine starts, and its window starts, that long after a
+# drop of the page cache.
 set -euo pipefail
 seed=$1 rounds=${2:-3}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,5 +31,6 @@ sed -i 's/"badger", "floor"}/"badger", "floor", "seed"}/' "$work/main/bench/engi
   go build -o "$work/blobcache-bench" ./cmd/blobcache-bench)
 for r in $(seq "$rounds"); do
   "$work/blobcache-bench" -phases mixed -engines blobcache,seed,floor -mixed-preload 2000 -mixed-ops 20000 \
-    -goroutines 4 -dir "${DIR:-/tmp/blobcache-bench}" -json "$work/round$r.json" | grep -E '^\| (blobcache|seed|floor) \|'
+    -goroutines 4 ${SETTLE:+-drop-settle "$SETTLE"} -dir "${DIR:-/tmp/blobcache-bench}" -json "$work/round$r.json" |
+    grep -E '^\| (blobcache|seed|floor) \|'
 done
