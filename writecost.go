@@ -1,6 +1,7 @@
 package blobcache
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,11 +96,15 @@ func (r *routeCost) perMiB() time.Duration {
 }
 
 // measure runs write, which writes n bytes through the page cache, and notes the CPU time the
-// thread running it used, if it stayed on one thread (and the platform tells).
+// thread running it used (where the platform tells). The goroutine is locked to its thread
+// meanwhile: a write this long outlasts the runtime's patience with a system call, and without
+// the lock its goroutine would often go on, after it, on another thread.
 func (r *routeCost) measure(n int64, write func() error) error {
 	if n < costBytes || r.fixed {
 		return write()
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	before, tid, ok := cputime.Thread()
 	err := write()
 	if after, tid2, ok2 := cputime.Thread(); ok && ok2 && tid2 == tid && err == nil {
