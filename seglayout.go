@@ -45,8 +45,8 @@ type segmentLayout struct {
 	// cache that the kernel had not written back when last counted, and no seal has synced
 	// (writeback.go).
 	unsynced atomic.Int64
-	// costs is what a MiB written each way has cost lately: the route's other measure
-	// (writecost.go).
+	// costs is what a MiB written through the page cache has cost the CPU lately, which
+	// writesBack weighs (writecost.go).
 	costs routeCost
 	// closing is closed when the cache closes: seals waiting for the kernel's write-back stop
 	// waiting (hurryAll).
