@@ -70,12 +70,15 @@ func (r *routeCost) backPays(n int64) bool {
 	if back < float64(backCostCeiling) {
 		return true
 	}
-	return n >= costBytes && r.choices.Add(1)%probeEvery == 0
+	return r.counts(n) && r.choices.Add(1)%probeEvery == 0
 }
+
+// counts reports whether a write of n bytes is measured, and counts for the probes.
+func (r *routeCost) counts(n int64) bool { return n >= costBytes && !r.fixed }
 
 // note adds a write through the page cache of n bytes that cost used of CPU time.
 func (r *routeCost) note(n int64, used time.Duration) {
-	if n < costBytes || r.fixed {
+	if !r.counts(n) {
 		return
 	}
 	perMiB := float64(used) * (1 << 20) / float64(n)
@@ -100,14 +103,14 @@ func (r *routeCost) perMiB() time.Duration {
 // meanwhile: a write this long outlasts the runtime's patience with a system call, and without
 // the lock its goroutine would often go on, after it, on another thread.
 func (r *routeCost) measure(n int64, write func() error) error {
-	if n < costBytes || r.fixed {
+	if !r.counts(n) {
 		return write()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	before, tid, ok := cputime.Thread()
+	before, ok := cputime.Thread()
 	err := write()
-	if after, tid2, ok2 := cputime.Thread(); ok && ok2 && tid2 == tid && err == nil {
+	if after, _ := cputime.Thread(); ok && err == nil {
 		r.note(n, after-before)
 	}
 	return err
