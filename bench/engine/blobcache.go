@@ -222,9 +222,8 @@ func (e *blobcacheEngine) Counters() map[string]int64 {
 		"put_waits": int64(s.PutWaits), "bloom_rebuilds": int64(s.BloomRebuilds),
 		"reads_page_cache": int64(s.ReadsPageCache), "reads_filled": int64(s.ReadsFilled),
 		"reads_direct": int64(s.ReadsDirect), "written_back_bytes": int64(s.WrittenBackBytes),
-		"flushed_bytes":             int64(s.FlushedBytes),
-		"write_back_cpu_ns_per_mib": int64(s.WriteBackCost),
-		"memory_hits":               int64(s.MemoryHits), "memory_inserts": int64(s.MemoryInserts),
+		"flushed_bytes": int64(s.FlushedBytes),
+		"memory_hits":   int64(s.MemoryHits), "memory_inserts": int64(s.MemoryInserts),
 		"memory_evictions": int64(s.MemoryEvictions), "memory_bytes": s.MemoryBytes,
 	}
 }

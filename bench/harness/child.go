@@ -67,15 +67,14 @@ func (c *child) runPhase() error {
 	}
 	c.res.DropCaches = "no: not asked (-drop-caches=false)"
 	if c.cfg.DropCaches {
-		if err := procfs.DropCaches(); err != nil {
+		// Settled at the start as after any drop: the page cache the engine run before this one
+		// left is freed here, and without the wait this engine's first writes would land in that
+		// memory, cheaper than in memory its host has taken back (see Config.DropSettle), by how
+		// much page cache the other engine left.
+		if err := c.dropAndSettle(); err != nil {
 			c.res.DropCaches = "no: " + err.Error()
 		} else {
 			c.res.DropCaches = "yes"
-			// Settled at the start as after a drop: the page cache the engine run before this
-			// one left is freed here, and without the wait this engine's first writes would
-			// land in that memory, cheaper than in memory its host has taken back (see
-			// Config.DropSettle), by how much page cache the other engine left.
-			time.Sleep(c.cfg.DropSettle)
 		}
 	}
 	if m, err := procfs.ReadMemory(); err == nil {
@@ -131,15 +130,15 @@ func (c *child) runPhase() error {
 }
 
 // dropCaches drops the page cache if the run asks for it; it reports whether it did.
-func (c *child) dropCaches() bool {
-	if !c.cfg.DropCaches {
-		return false
-	}
-	if procfs.DropCaches() != nil {
-		return false
+func (c *child) dropCaches() bool { return c.cfg.DropCaches && c.dropAndSettle() == nil }
+
+// dropAndSettle drops the page cache and, once it is dropped, waits Config.DropSettle.
+func (c *child) dropAndSettle() error {
+	if err := procfs.DropCaches(); err != nil {
+		return err
 	}
 	time.Sleep(c.cfg.DropSettle)
-	return true
+	return nil
 }
 
 func (c *child) add(w Window) { c.res.Windows = append(c.res.Windows, w) }
