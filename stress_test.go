@@ -361,6 +361,8 @@ func (p mixedPut) value(key []byte) []byte {
 type mixedLoad struct {
 	sizes  func(rng *rand.Rand, wbs int64, keyLen int) int
 	drains int // percent of operations that are Drains (most are puts, the rest Gets)
+	// setup, if set, is called with the cache once it is open, before the load starts.
+	setup func(*Cache)
 }
 
 func mixedKey(w, i int) []byte { return fmt.Appendf(nil, "mixed-w%d-%04d", w, i) }
@@ -378,6 +380,9 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 	dir := t.TempDir()
 	c := open(t, dir, opts...)
 	defer func() { c.Close() }()
+	if load.setup != nil {
+		load.setup(c)
+	}
 	bound := startDiskBound(c)
 	stopHog := startCPUHog(runtime.GOMAXPROCS(0))
 	defer stopHog()

@@ -22,6 +22,15 @@ import (
 func writeBackCache(t *testing.T, dir string, segSize int64, opts ...Option) *Cache {
 	t.Helper()
 	c := open(t, dir, append([]Option{WithSegmentSize(segSize), WithWriteBufferSize(2 << 20)}, opts...)...)
+	skipUnlessWritesBack(t, c, dir)
+	c.segs.costs.fixed = true // the route's other rules alone: TestRouteCostPicks tests its costs
+	return c
+}
+
+// skipUnlessWritesBack skips the test, closing c, where c's batches cannot be written back: the
+// file system under dir refuses O_DIRECT, or the kernel has no cachestat(2).
+func skipUnlessWritesBack(t *testing.T, c *Cache, dir string) {
+	t.Helper()
 	if c.Stats().DirectIOOff != "" {
 		c.Close()
 		t.Skipf("the file system refuses O_DIRECT: %s", c.Stats().DirectIOOff)
@@ -35,8 +44,6 @@ func writeBackCache(t *testing.T, dir string, segSize int64, opts ...Option) *Ca
 		c.Close()
 		t.Skipf("cachestat: %v", err)
 	}
-	c.segs.costs.fixed = true // the route's other rules alone: TestRouteCostPicks tests its costs
-	return c
 }
 
 // segmentPages is what the page cache holds of segment s's records.

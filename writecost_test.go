@@ -102,3 +102,29 @@ func TestRouteCostPicks(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteCostMixedSizes: TestMixedSizes's load (values below, at and above the write buffer,
+// batched and streamed, four writers under the watchdog, a CPU hog beside them) on a cache whose
+// write route weighs its measured cost, the page cache measured dear at the start: batches go
+// direct, the probes write back and measure again, and the route may turn back and forth while
+// writers fill, rotate and evict segments.
+func TestRouteCostMixedSizes(t *testing.T) {
+	const seg = 8 << 20
+	opts := []Option{
+		WithWriteBufferSize(2 << 20), // batches of 1 MiB and more: measured and probed
+		WithSegmentSize(seg),
+		WithMaxSize(8 * seg),
+		WithExpectedBlobs(1 << 10),
+		WithFlushInterval(2 * time.Millisecond),
+	}
+	var cache *Cache
+	setup := func(c *Cache) {
+		skipUnlessWritesBack(t, c, c.dir)
+		c.segs.costs.note(costBytes, time.Hour)
+		cache = c
+	}
+	runMixedSizes(t, stressSeedFor(t), opts, mixedLoad{sizes: mixedSize, drains: 1, setup: setup})
+	if s := cache.Stats(); s.FlushedBytes <= s.WrittenBackBytes {
+		t.Fatalf("%d bytes flushed, %d of them written back: none went direct while the page cache was dear", s.FlushedBytes, s.WrittenBackBytes)
+	}
+}
