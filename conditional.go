@@ -17,7 +17,9 @@ import (
 // then the index and the record's header on disk, without the writer's lock), tests its
 // precondition against what it saw, and then, under the writer's lock, appends its record only
 // if the key's newest record is still the one it saw: the same version in the write buffer, or
-// the same index location. Otherwise it observes again. No disk read happens under the lock, and
+// the same index location. Otherwise it observes again. A precondition that fails is reported
+// only after the same check under the lock, so a refusal, like a success, is decided on what the
+// key held at one moment (refused). No disk read happens under the lock, and
 // unconditional writes pay nothing for it. A PutFrom of the key still streaming its value is
 // waited for: its record is about to become the newest.
 
@@ -148,14 +150,27 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 		}
 		return o, nil
 	}
+	stuck := 0 // rounds whose record's file was gone while the index still named it
 	for {
 		loc, ok := c.idx.Get(h)
 		if !ok {
+			o.inIndex, o.loc = false, index.Loc{}
 			return o, nil
 		}
 		o.inIndex, o.loc = true, loc
+		// A lookup that sees the index move under it too often gives up (a miss, for a read);
+		// here the index alone says whether the key has a record, so the tries start again
+		// each round, and a round that fails saw another write of the key land.
+		l.tries, l.file = 0, nil
 		if !l.next() {
-			return o, nil // gone meanwhile; the writer's check will tell
+			if now, ok := c.idx.Get(h); ok && now == loc {
+				// Not moved, yet its file was gone: a cache closing under the write. The
+				// writer's check, or its closed state, decides; do not spin on it.
+				if stuck++; stuck >= lookupTries {
+					return o, nil
+				}
+			}
+			continue
 		}
 		if l.loc != loc {
 			l.file.unref()
@@ -174,7 +189,6 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 		case openMiss:
 			return o, nil // another key's record, or damaged: this key has no blob
 		}
-		l.tries = 0
 	}
 }
 
@@ -268,8 +282,10 @@ func (c *Cache) conditionally(key []byte, m *writeMeta, write func() error) erro
 		if err != nil {
 			return err
 		}
-		if err := m.cond.check(o); err != nil {
-			c.stats.condFailed.Add(1)
+		if err := c.refused(key, h, m, o); err != nil {
+			if errors.Is(err, errChanged) {
+				continue
+			}
 			return err
 		}
 		m.obs = o
@@ -277,4 +293,22 @@ func (c *Cache) conditionally(key []byte, m *writeMeta, write func() error) erro
 			return err
 		}
 	}
+}
+
+// refused tests m's precondition against o, what a conditional write saw of key (hash h). A
+// failure is reported only once the writer confirms the key's newest record is still the
+// observed one (writer.stillSees): observe reads without the writer's lock, and can see a record
+// gone from the index before its copy (a reinsertion) is found in the write buffer. So a write
+// refused for a key that had no blob, or had another version, was refused on what the key held
+// at one moment, as a write that succeeds is published on it. errChanged: observe again.
+func (c *Cache) refused(key []byte, h uint64, m *writeMeta, o *observation) error {
+	err := m.cond.check(o)
+	if err == nil {
+		return nil
+	}
+	if !c.w.stillSees(h, key, o) {
+		return errChanged
+	}
+	c.stats.condFailed.Add(1)
+	return err
 }

@@ -184,13 +184,17 @@ func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMet
 		return err
 	}
 	err := c.put(key, *buf, 0, false, true, m)
+	h := record.KeyHash(key)
 	for errors.Is(err, errChanged) && m != nil && m.obs != nil {
 		// The value is read: observe again and write it if the condition still holds.
 		var o *observation
-		if o, err = c.observe(key, record.KeyHash(key)); err != nil {
+		if o, err = c.observe(key, h); err != nil {
 			return err
 		}
-		if err = m.cond.check(o); err != nil {
+		if err = c.refused(key, h, m, o); err != nil {
+			if errors.Is(err, errChanged) {
+				continue
+			}
 			return err
 		}
 		m.obs = o

@@ -195,6 +195,17 @@ func (w *writer) stillObserved(h uint64, key []byte, m *writeMeta) error {
 	return nil
 }
 
+// stillSees reports whether the newest record of key (hash h) is still the one o saw, as
+// stillObserved tests it, taking mu for the test: a conditional write whose precondition failed
+// on o asks it before it reports the failure, so that the failure is what the key held at one
+// moment, not a mix of two (a lookup that found the index entry gone with its segment while the
+// record's copy waited in the write buffer).
+func (w *writer) stillSees(h uint64, key []byte, o *observation) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stillObserved(h, key, &writeMeta{obs: o}) == nil
+}
+
 // streaming reports whether a PutFrom of key is between its reservation and its publication.
 // The caller holds mu.
 func (w *writer) streaming(key []byte) bool {
