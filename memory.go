@@ -172,12 +172,31 @@ func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bo
 	return n, nil, true
 }
 
+// writtenSize is what admitWritten asks the tier to fit for the record of batch entry e: at
+// least the entry's Size, whatever the record's key and attributes.
+func writtenSize(e batch.Entry) int64 {
+	return int64(e.Length) + int64(e.DataLen) + memtier.EntryOverhead
+}
+
+// heldOnWrite reports whether every value of batch b enters the memory tier as the batch is
+// committed (admitWritten), as far as their sizes tell: with MemoryOnWrite, each put the tier fits.
+func (c *Cache) heldOnWrite(b *batch.Batch) bool {
+	if !c.admitsOnWrite() {
+		return false
+	}
+	for _, be := range b.Entries() {
+		if be.Kind == record.KindPut && !c.mem.Fits(writtenSize(be)) {
+			return false
+		}
+	}
+	return true
+}
+
 // admitWritten puts the value of record i of batch b, committed at loc, in the memory tier
 // (MemoryOnWrite). A record the batch holds in one piece is copied once, into the tier; one
 // that spans its chunks is first gathered (batch.RecordBytes).
 func (c *Cache) admitWritten(b *batch.Batch, i int, h uint64, loc index.Loc) {
-	e := b.Entries()[i]
-	if !c.mem.Fits(int64(e.Length) + int64(e.DataLen) + memtier.EntryOverhead) {
+	if !c.mem.Fits(writtenSize(b.Entries()[i])) {
 		c.mem.NoteDeclined()
 		return
 	}

@@ -19,6 +19,10 @@ import (
 //     through the page cache, and the kernel writes it back in its own time (write-back). Until
 //     then the device does not see it, and its hits, the first one included, are served from
 //     memory: each byte written is read from the device never, as a page-cache engine's is;
+//   - except with a memory tier that values enter as they are written (MemoryOnWrite): a batch
+//     whose values all enter it is in memory already, so it goes direct (a batch with a value too
+//     large for the tier, and streamed chunks, whose values enter on a second hit, are routed as
+//     above);
 //   - otherwise it is written with O_DIRECT, as every batch was before: data bigger than RAM,
 //     memory taken by others, writes coming faster than the kernel writes them back (the
 //     unsynced bytes reach their share), or a page cache dearer than its ceiling (but for the
@@ -62,9 +66,11 @@ func (c *Cache) routesWrites() bool {
 
 // write writes batch j to its segment: through the page cache while write-back pays, measuring
 // what that costs (writecost.go), else as the segment writes (with O_DIRECT unless the file
-// system refused it).
+// system refused it). A batch whose values all enter the memory tier as it is committed
+// (MemoryOnWrite, heldOnWrite) goes as the segment writes: the tier serves their hits, and a copy
+// in the page cache would hold the same bytes twice, paid for by the writes.
 func (l *segmentLayout) write(j *flushJob) error {
-	if l.writesBack(j.seg, j.length) {
+	if !l.c.heldOnWrite(j.b) && l.writesBack(j.seg, j.length) {
 		return l.costs.measure(j.length, func() error { return j.seg.active.WriteThroughCache(j.bufs, j.base) })
 	}
 	return j.seg.active.WriteBatch(j.bufs, j.base)

@@ -174,6 +174,30 @@ func TestWriteBackRoute(t *testing.T) {
 		}
 		c.Close()
 	}
+	// Values that enter the memory tier as they are written: their batches go direct (the tier
+	// serves the hits), and the hits come from memory.
+	mc := writeBackCache(t, t.TempDir(), 64<<20, WithMemorySize(64<<20), WithMemoryAdmission(MemoryOnWrite))
+	put(mc, "a")
+	if s := mc.Stats(); s.WrittenBackBytes != 0 {
+		t.Fatalf("%d bytes written back with MemoryOnWrite", s.WrittenBackBytes)
+	}
+	if st := segmentPages(t, mc, 1); st.Cached != 0 {
+		t.Fatalf("a batch of values held in memory left %d pages in the page cache", st.Cached)
+	}
+	if b, ok := getBytes(t, mc, "a"); !ok || !bytes.Equal(b, v) {
+		t.Fatal("MemoryOnWrite: wrong bytes or missing")
+	}
+	if s := mc.Stats(); s.MemoryHits != 1 || s.ReadsPageCache+s.ReadsFilled+s.ReadsDirect != 0 {
+		t.Fatalf("MemoryOnWrite: %d hits from memory, %d from the segments; want 1, 0", s.MemoryHits, s.ReadsPageCache+s.ReadsFilled+s.ReadsDirect)
+	}
+	mc.Close()
+	// A value too large for the tier (a sixteenth of it at most) is routed as without one.
+	mc = writeBackCache(t, t.TempDir(), 64<<20, WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite))
+	put(mc, "a")
+	if s := mc.Stats(); s.WrittenBackBytes < uint64(len(v)) || s.MemoryDeclined == 0 {
+		t.Fatalf("a value the tier declined (%d declined): %d bytes written back", s.MemoryDeclined, s.WrittenBackBytes)
+	}
+	mc.Close()
 	if _, err := New(t.TempDir(), WithDirectWrites(true), WithBufferedWrites(true)); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("DirectWrites with BufferedWrites: %v, want ErrInvalidOptions", err)
 	}

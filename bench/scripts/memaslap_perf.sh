@@ -5,7 +5,8 @@
 #
 #   bash bench/scripts/memaslap_perf.sh SERVER SIZE SECONDS OUT [switches]
 #
-# SERVER is memcached (-m 4096) or the path of a blobcache binary (serve --memory 4G). OUT is the
+# SERVER is memcached (-m 4096), null (`mcbench null`, a server that stores nothing; $MCBENCH names
+# the binary) or the path of a blobcache binary (serve --memory 4G, or $SERVE_FLAGS). OUT is the
 # perf.data written; memaslap's output goes to OUT.slap. With "switches", it records the
 # scheduler's context switches across the machine (sched:sched_switch -a, 3 s) instead of the
 # server's CPU samples (-g -F 999). Read with `perf report -i OUT --no-children --sort sym`, or
@@ -15,11 +16,12 @@ server=$1 size=$2 secs=$3 out=$4 mode=${5:-cpu}
 work=${WORK:-/var/tmp/memaslap-perf}; port=22122
 slap=$(command -v memaslap || command -v memcaslap)
 rm -rf "$work" && mkdir -p "$work/data"
-if [ "$server" = memcached ]; then
-  memcached -l 127.0.0.1 -p $port -U 0 -m 4096 -I 2m -t 2 -c 4096 -u root &
-else
-  "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" --log-level warn --memory 4G >> "$work/log" 2>&1 &
-fi
+case $server in
+  memcached) memcached -l 127.0.0.1 -p $port -U 0 -m 4096 -I 2m -t 2 -c 4096 -u root & ;;
+  null) "${MCBENCH:-mcbench}" null -addr 127.0.0.1:$port -value-size "$size" & ;;
+  *) "$server" serve --dir "$work/data" --memcache 127.0.0.1:$port --http "" --log-level warn \
+       ${SERVE_FLAGS:---memory 4G} >> "$work/log" 2>&1 & ;;
+esac
 pid=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 win=10k; [ "$size" -gt 16384 ] && win=1k
