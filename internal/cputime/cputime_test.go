@@ -2,46 +2,40 @@ package cputime
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
-// TestProcessGrows: spinning for a while adds CPU time.
-func TestProcessGrows(t *testing.T) {
-	before, ok := Process()
-	if !ok {
-		if runtime.GOOS == "linux" || runtime.GOOS == "darwin" {
-			t.Fatal("no CPU time on a Unix system")
-		}
-		t.Skip("no CPU time on", runtime.GOOS)
-	}
-	x := 0
-	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
-		x++
-	}
-	after, _ := Process()
-	if after-before < 10*time.Millisecond {
-		t.Fatalf("%d iterations over 50 ms of wall time added %v of CPU time", x, after-before)
-	}
-}
-
-// TestThreadGrows: a thread spinning for a while, locked to it, uses CPU time on it.
-func TestThreadGrows(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	before, ok := Thread()
-	if !ok {
-		if runtime.GOOS == "linux" {
-			t.Fatal("no thread CPU time on Linux")
-		}
-		t.Skip("no thread CPU time on", runtime.GOOS)
-	}
-	x := 0
-	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
-		x++
-	}
-	after, _ := Thread()
-	if after-before < 10*time.Millisecond {
-		t.Fatalf("%d iterations over 50 ms of wall time added %v of the thread's CPU time", x, after-before)
+// TestClocksGrow: spinning for a while adds CPU time to the process's clock, and to the thread's
+// for a goroutine locked to its thread.
+func TestClocksGrow(t *testing.T) {
+	for _, clock := range []struct {
+		name  string
+		read  func() (time.Duration, bool)
+		known []string // the systems where the clock must work
+	}{
+		{"Process", Process, []string{"linux", "darwin"}},
+		{"Thread", Thread, []string{"linux"}},
+	} {
+		t.Run(clock.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			before, ok := clock.read()
+			if !ok {
+				if slices.Contains(clock.known, runtime.GOOS) {
+					t.Fatalf("no %s CPU time on %s", clock.name, runtime.GOOS)
+				}
+				t.Skip("no CPU time on", runtime.GOOS)
+			}
+			x := 0
+			for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+				x++
+			}
+			after, _ := clock.read()
+			if after-before < 10*time.Millisecond {
+				t.Fatalf("%d iterations over 50 ms of wall time added %v of %s CPU time", x, after-before, clock.name)
+			}
+		})
 	}
 }
