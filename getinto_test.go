@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGetInto: one Reader the caller owns, reused for reads of every kind in random order (a
@@ -116,13 +117,13 @@ func checkReleased(t *testing.T, c *Cache, r *Reader, i int) {
 }
 
 // TestGetIntoAllocates: reads into a Reader the caller owns allocate nothing once it has been
-// used: from the memory tier at any size, from the page cache, from a segment file, streamed, and
-// a range.
+// used: from the write buffer, from the memory tier at any size, from the page cache, from a
+// segment file, streamed, and a range.
 func TestGetIntoAllocates(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops pooled buffers at random")
 	}
-	mc := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite))...)
+	mc := open(t, t.TempDir(), small(WithMemorySize(8<<20), WithMemoryAdmission(MemoryOnWrite), WithFlushInterval(time.Hour))...)
 	defer mc.Close()
 	dc := open(t, t.TempDir(), small(WithBufferedReads(true))...)
 	defer dc.Close()
@@ -135,6 +136,9 @@ func TestGetIntoAllocates(t *testing.T) {
 		}
 		c.Drain()
 	}
+	if err := mc.Put([]byte("w"), value("w", 1, 40<<10)); err != nil { // left in the write buffer
+		t.Fatal(err)
+	}
 	var r Reader
 	for _, tc := range []struct {
 		name string
@@ -144,6 +148,7 @@ func TestGetIntoAllocates(t *testing.T) {
 	}{
 		{"memory 4KiB", mc, "a", false},
 		{"memory 100KiB", mc, "b", true},
+		{"write buffer 40KiB", mc, "w", false},
 		{"page cache 4KiB", dc, "a", false},
 		{"page cache 100KiB, streamed", dc, "b", true},
 		{"page cache 100KiB, a range", dc, "b", false},

@@ -72,8 +72,9 @@ func (l *keyLookup) buffered() (batch.Value, bool) {
 	return l.c.unflushed.lookup(l.h, l.key)
 }
 
-// bufferedWhole is buffered for Get: a put comes with a copy of its value, decompressed.
-func (l *keyLookup) bufferedWhole() (batch.Value, bool, error) {
+// bufferedWhole is buffered for Get: a put comes with a copy of its value, decompressed, in buf
+// (from getBuf, for the caller to give back) unless buf is nil.
+func (l *keyLookup) bufferedWhole() (v batch.Value, buf *[]byte, ok bool, err error) {
 	return l.c.unflushed.lookupValue(l.h, l.key)
 }
 

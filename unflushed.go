@@ -51,18 +51,24 @@ func (u *unflushed) lookup(h uint64, key []byte) (batch.Value, bool) {
 	return batch.Value{}, false
 }
 
-// lookupValue is lookup with the value, a copy. A compressed value is returned decompressed, or
-// with err when it fails to (a bug: the write buffer's bytes are the ones just compressed).
-func (u *unflushed) lookupValue(h uint64, key []byte) (v batch.Value, ok bool, err error) {
+// lookupValue is lookup with the value, a copy in a buffer from the read path's pools (getBuf),
+// which the caller gives back (putBuf) once done with v.Value; nil for a value of no bytes. A
+// compressed value is returned decompressed, in memory of its own (buf nil), or with err when it
+// fails to (a bug: the write buffer's bytes are the ones just compressed).
+func (u *unflushed) lookupValue(h uint64, key []byte) (v batch.Value, buf *[]byte, ok bool, err error) {
 	for _, b := range u.batches() {
-		if v, ok := b.Lookup(h, key, true); ok {
+		if v, buf, ok := b.LookupInto(h, key, getBuf); ok {
 			if v.Codec != 0 {
 				v, err = decodePending(v)
+				if buf != nil {
+					putBuf(buf)
+					buf = nil
+				}
 			}
-			return v, true, err
+			return v, buf, true, err
 		}
 	}
-	return batch.Value{}, false, nil
+	return batch.Value{}, nil, false, nil
 }
 
 // readValue finds the newest record of key among the batches and copies the bytes [off,

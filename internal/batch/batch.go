@@ -297,11 +297,39 @@ func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found boo
 		v.Value = make([]byte, e.ValueLen)
 		b.copyAt(v.Value, e.valueOff(0))
 	}
-	if e.AttrLen > 0 {
-		v.Attrs = make([]byte, e.AttrLen)
-		b.copyAt(v.Attrs, e.valueOff(int64(e.ValueLen)))
-	}
+	v.Attrs = b.attrs(e)
 	return v, true
+}
+
+// LookupInto is Lookup with the value: its bytes are copied into the buffer take returns for
+// their length (called once, under the batch's lock, for a record with a value), which comes
+// back beside v for the caller to keep or give back; nil for a record without a value. The
+// attributes are a new slice, as Lookup's are.
+func (b *Batch) LookupInto(h uint64, key []byte, take func(n int) *[]byte) (v Value, buf *[]byte, found bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, ok := b.find(h, key)
+	if !ok {
+		return Value{}, nil, false
+	}
+	v = e.value()
+	if e.ValueLen > 0 {
+		buf = take(int(e.ValueLen))
+		v.Value = (*buf)[:e.ValueLen]
+		b.copyAt(v.Value, e.valueOff(0))
+	}
+	v.Attrs = b.attrs(e)
+	return v, buf, true
+}
+
+// attrs returns a copy of entry e's attributes, nil if it has none. The caller holds b.mu.
+func (b *Batch) attrs(e Entry) []byte {
+	if e.AttrLen == 0 {
+		return nil
+	}
+	a := make([]byte, e.AttrLen)
+	b.copyAt(a, e.valueOff(int64(e.ValueLen)))
+	return a
 }
 
 // ReadValue finds the newest record of key in the batch, like Lookup, and copies the bytes

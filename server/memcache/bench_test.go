@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/server/store"
@@ -12,16 +13,23 @@ import (
 
 // BenchmarkGet is a memcached get (and a meta get, mg) of a value held in the memory tier, over one connection, the
 // request written and the answer read by a client that allocates nothing: allocs/op is the
-// server's (the connection's, the store's and the cache's).
+// server's (the connection's, the store's and the cache's). The "pending" case reads a value
+// still in the write buffer (a set just acknowledged).
 func BenchmarkGet(b *testing.B) {
 	for _, tc := range []struct {
-		cmd  string
-		size int
-	}{{"get", 4 << 10}, {"get", 100 << 10}, {"mg", 4 << 10}, {"mg", 100 << 10}} {
+		cmd     string
+		size    int
+		pending bool
+	}{{"get", 4 << 10, false}, {"get", 100 << 10, false}, {"mg", 4 << 10, false}, {"mg", 100 << 10, false}, {"get", 100 << 10, true}} {
 		size := tc.size
-		b.Run(tc.cmd+"/"+strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+		name := tc.cmd + "/" + strconv.Itoa(size>>10) + "KiB"
+		if tc.pending {
+			name += "/pending"
+		}
+		b.Run(name, func(b *testing.B) {
 			e := newEnvWith(b, Config{}, store.Config{}, append(testOptions(),
-				blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite)))
+				blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite),
+				blobcache.WithFlushInterval(time.Hour)))
 			c, err := net.Dial("tcp", e.addr)
 			if err != nil {
 				b.Fatal(err)
@@ -36,7 +44,9 @@ func BenchmarkGet(b *testing.B) {
 			if n, err := c.Read(buf); err != nil || string(buf[:n]) != "STORED\r\n" {
 				b.Fatalf("set: %q, %v", buf[:n], err)
 			}
-			e.c.Drain()
+			if !tc.pending {
+				e.c.Drain()
+			}
 			req, head, end := "get k\r\n", "VALUE k 0 "+strconv.Itoa(size)+"\r\n", "\r\nEND\r\n"
 			if tc.cmd == "mg" {
 				req, head, end = "mg k v f t\r\n", "VA "+strconv.Itoa(size)+" f0 t-1\r\n", "\r\n"
@@ -60,7 +70,10 @@ func BenchmarkGet(b *testing.B) {
 					b.Fatalf("%q", buf[:min(n, 200)])
 				}
 			}
-			if st := e.c.Stats(); st.MemoryHits < uint64(b.N) {
+			switch st := e.c.Stats(); {
+			case tc.pending && st.MemoryHits+st.ReadsPageCache+st.ReadsFilled+st.ReadsDirect != 0:
+				b.Fatalf("a value in the write buffer read from the tier or the segments (%d, %d)", st.MemoryHits, st.ReadsPageCache+st.ReadsFilled+st.ReadsDirect)
+			case !tc.pending && st.MemoryHits < uint64(b.N):
 				b.Fatalf("%d of %d gets came from the memory tier", st.MemoryHits, b.N)
 			}
 		})
