@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -716,6 +717,60 @@ func BenchmarkPutSmall(b *testing.B) {
 			if err := c.Close(); err != nil {
 				b.Fatal(err)
 			}
+		})
+	}
+}
+
+// BenchmarkRefused: a conditional write refused (memcached's add of a key that has a blob), the
+// key in the index, alone and beside a writer of other keys. A refusal is confirmed under the
+// writer's lock (Cache.refused), so it waits for that lock as a write does.
+func BenchmarkRefused(b *testing.B) {
+	for _, busy := range []bool{false, true} {
+		name := "alone"
+		if busy {
+			name = "beside-puts"
+		}
+		b.Run(name, func(b *testing.B) {
+			c, err := New(b.TempDir(), WithExpectedBlobs(1<<16))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			v := bytes.Repeat([]byte("x"), 100)
+			var kb [32]byte
+			const keys = 1024
+			for i := range uint64(keys) {
+				if err := c.Put(benchKey(kb[:], 'r', i), v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c.Drain()
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			if busy {
+				wg.Go(func() {
+					var pk [32]byte
+					for i := uint64(0); ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						c.Put(benchKey(pk[:], 'p', i&(1<<16-1)), v)
+					}
+				})
+			}
+			b.ReportAllocs()
+			i := uint64(0)
+			for b.Loop() {
+				if _, err := c.PutWith(benchKey(kb[:], 'r', i%keys), v, PutOptions{If: IfAbsent()}); !errors.Is(err, ErrExists) {
+					b.Fatalf("add of a present key: %v", err)
+				}
+				i++
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
 		})
 	}
 }
