@@ -40,7 +40,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve|null|httpnull [flags]")
+		fmt.Fprintln(os.Stderr, "usage: mcbench compare|load|serve|null|httpnull|httploop [flags]")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], os.Args[2:]); err != nil {
@@ -62,6 +62,8 @@ func run(cmd string, args []string) error {
 		return null(args)
 	case "httpnull":
 		return httpNull(args)
+	case "httploop":
+		return httpLoop(args)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
