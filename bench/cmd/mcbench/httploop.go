@@ -33,10 +33,7 @@ func httpLoop(args []string) error {
 	if err != nil {
 		return err
 	}
-	body := make([]byte, *size)
-	for i := range body {
-		body[i] = 'a' + byte(i%26)
-	}
+	body := nullValue(*size)
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
 		strconv.Itoa(*size) + "\r\n\r\n")
 	errc := make(chan error, 1)

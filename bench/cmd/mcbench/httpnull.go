@@ -23,10 +23,7 @@ func httpNull(args []string) error {
 // nullHandler answers every GET or HEAD with the same body of size bytes, anything else with
 // 405.
 func nullHandler(size int) http.Handler {
-	body := make([]byte, size)
-	for i := range body {
-		body[i] = 'a' + byte(i%26)
-	}
+	body := nullValue(size)
 	length := strconv.Itoa(size)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -61,11 +61,17 @@ func untilSignal(addr string, serve func(net.Listener) error, stop func(net.List
 	return err
 }
 
-func newNullServer(valueSize int) *nullServer {
-	s := &nullServer{value: make([]byte, valueSize)}
-	for i := range s.value {
-		s.value[i] = 'a' + byte(i%26)
+// nullValue is the value the null servers answer with: n bytes of the alphabet, over and over.
+func nullValue(n int) []byte {
+	v := make([]byte, n)
+	for i := range v {
+		v[i] = 'a' + byte(i%26)
 	}
+	return v
+}
+
+func newNullServer(valueSize int) *nullServer {
+	s := &nullServer{value: nullValue(valueSize)}
 	s.header = fmt.Appendf(nil, " 0 %d\r\n", valueSize)
 	s.casHeader = fmt.Appendf(nil, " 0 %d 1\r\n", valueSize)
 	return s
