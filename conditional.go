@@ -111,6 +111,14 @@ type writeMeta struct {
 	hits uint8
 }
 
+// observed is what m's write saw of its key, nil for a write without a precondition.
+func (m *writeMeta) observed() *observation {
+	if m == nil {
+		return nil
+	}
+	return m.obs
+}
+
 func metaOf(o PutOptions) *writeMeta {
 	m := &writeMeta{clientFlags: o.Flags, cond: o.If}
 	if o.Attrs != "" {
@@ -150,7 +158,6 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 		}
 		return o, nil
 	}
-	stuck := 0 // rounds whose record's file was gone while the index still named it
 	for {
 		loc, ok := c.idx.Get(h)
 		if !ok {
@@ -164,11 +171,10 @@ func (c *Cache) observe(key []byte, h uint64) (*observation, error) {
 		l.tries, l.file = 0, nil
 		if !l.next() {
 			if now, ok := c.idx.Get(h); ok && now == loc {
-				// Not moved, yet its file was gone: a cache closing under the write. The
-				// writer's check, or its closed state, decides; do not spin on it.
-				if stuck++; stuck >= lookupTries {
-					return o, nil
-				}
+				// Not moved, yet its file was gone: a cache closing under the write (or a file
+				// it cannot open). The writer's check, or its closed state, decides; looking
+				// again would spin.
+				return o, nil
 			}
 			continue
 		}

@@ -445,7 +445,7 @@ func (w *writer) reserve(h, version uint64, key []byte, lead, length int64, m *w
 		// the stream (the stream is then ordered, below).
 		r, ghost = w.regionFor(h, key, m)
 		if b := w.open[r]; b != nil {
-			if _, ok := b.Lookup(h, key, false); ok {
+			if _, ok := b.Lookup(h, key); ok {
 				if err := w.cut(r); err != nil {
 					return nil, err
 				}
@@ -470,20 +470,13 @@ func (w *writer) reserve(h, version uint64, key []byte, lead, length int64, m *w
 	}
 	// From here on mu is held throughout: nothing is placed between the checks above and the
 	// reservation.
-	var obs *observation
-	if m != nil && m.obs != nil {
-		if w.streaming(key) {
-			w.cond.Wait()
-			return nil, errChanged
-		}
-		if !w.unchanged(h, key, m.obs) {
-			return nil, errChanged
-		}
-		obs = m.obs
+	obs := m.observed()
+	if err := w.stillObserved(h, key, obs); err != nil {
+		return nil, err
 	}
 	ordered := false
 	for _, b := range w.c.unflushed.batches() {
-		if _, ok := b.Lookup(h, key, false); ok {
+		if _, ok := b.Lookup(h, key); ok {
 			ordered = true
 			break
 		}

@@ -177,33 +177,32 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	return true, earlier
 }
 
-// stillObserved is the check of a conditional write with meta m (none without an
-// observation): nil if the key's newest record is still the observed one, errChanged if not,
-// or if a PutFrom of the key is publishing its record (after waiting for it). The caller holds
-// mu, and appends at once if it returns nil, without releasing mu in between.
-func (w *writer) stillObserved(h uint64, key []byte, m *writeMeta) error {
-	if m == nil || m.obs == nil {
+// stillObserved is the check of a conditional write that saw o of its key (none without an
+// observation: nil): nil if the key's newest record is still the observed one, errChanged if
+// not, or if a PutFrom of the key is publishing its record (after waiting for it). The caller
+// holds mu, and appends at once if it returns nil, without releasing mu in between.
+func (w *writer) stillObserved(h uint64, key []byte, o *observation) error {
+	if o == nil {
 		return nil
 	}
 	if w.streaming(key) {
 		w.cond.Wait() // look again once it is published
 		return errChanged
 	}
-	if !w.unchanged(h, key, m.obs) {
+	if !w.unchanged(h, key, o) {
 		return errChanged
 	}
 	return nil
 }
 
-// stillSees reports whether the newest record of key (hash h) is still the one o saw, as
-// stillObserved tests it, taking mu for the test: a conditional write whose precondition failed
-// on o asks it before it reports the failure, so that the failure is what the key held at one
-// moment, not a mix of two (a lookup that found the index entry gone with its segment while the
-// record's copy waited in the write buffer).
+// stillSees is stillObserved taking mu for the check: a conditional write whose precondition
+// failed on o asks it before it reports the failure, so that the failure is what the key held at
+// one moment, not a mix of two (a lookup that found the index entry gone with its segment while
+// the record's copy waited in the write buffer).
 func (w *writer) stillSees(h uint64, key []byte, o *observation) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stillObserved(h, key, &writeMeta{obs: o}) == nil
+	return w.stillObserved(h, key, o) == nil
 }
 
 // streaming reports whether a PutFrom of key is between its reservation and its publication.
@@ -306,7 +305,7 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				w.cond.Wait()
 				continue
 			}
-			if err := w.stillObserved(h, key, m); err != nil {
+			if err := w.stillObserved(h, key, m.observed()); err != nil {
 				return err
 			}
 			// From the check to here mu is held: the record is the key's newest now, and the
