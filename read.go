@@ -116,21 +116,19 @@ func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uin
 	l.start(c, key, h, st)
 	l.memOK, l.accept = true, accept
 	if v, buf, ok, err := l.bufferedWhole(); ok {
-		if err != nil || v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires) {
+		switch {
+		case err != nil: // buf is nil: a value that failed to decompress
+			l.hit()
+			return c.errReader(dst, err), true
+		case v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires):
 			if buf != nil {
 				putBuf(buf)
-			}
-			if err != nil {
-				l.hit()
-				return c.errReader(dst, err), true
 			}
 			l.miss()
 			return nil, false
 		}
 		l.hit()
-		r := c.memReader(dst, v, off, n)
-		r.buf = buf // given back with the Reader's other holds
-		return r, true
+		return c.memReader(dst, v, buf, off, n), true
 	}
 	for l.next() {
 		if e := l.mem; e != nil {

@@ -431,8 +431,9 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// memReader is a Reader of the value bytes [off, off+n) of a blob still in the write buffer.
-func (c *Cache) memReader(dst *Reader, v batch.Value, off, n int64) *Reader {
+// memReader is a Reader of the value bytes [off, off+n) of a blob still in the write buffer,
+// copied out into buf (from getBuf, given back with the Reader's holds; nil: memory of its own).
+func (c *Cache) memReader(dst *Reader, v batch.Value, buf *[]byte, off, n int64) *Reader {
 	off = min(off, int64(len(v.Value)))
 	end := int64(len(v.Value))
 	if n >= 0 {
@@ -440,5 +441,6 @@ func (c *Cache) memReader(dst *Reader, v batch.Value, off, n int64) *Reader {
 	}
 	r := c.newReader(dst)
 	r.val, r.size, r.hdr, r.attrs = v.Value[off:end], end-off, pendingHeader(v), string(v.Attrs)
+	r.buf = buf
 	return r
 }

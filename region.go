@@ -74,7 +74,7 @@ func (w *writer) regionFor(h uint64, key []byte, m *writeMeta) (r region, ghost 
 // false if it has none in a live segment. The caller holds mu.
 func (w *writer) newestRegion(h uint64, key []byte) (region, bool) {
 	for _, b := range w.c.unflushed.batches() { // newest first
-		if _, ok := b.Lookup(h, key, false); ok {
+		if _, ok := b.Lookup(h, key); ok {
 			return region(b.Stream), true
 		}
 	}

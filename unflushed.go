@@ -44,36 +44,43 @@ func (u *unflushed) drop(b *batch.Batch) {
 // lookup finds the newest record of key (hash h) among the batches.
 func (u *unflushed) lookup(h uint64, key []byte) (batch.Value, bool) {
 	for _, b := range u.batches() {
-		if v, ok := b.Lookup(h, key, false); ok {
+		if v, ok := b.Lookup(h, key); ok {
 			return v, true
 		}
 	}
 	return batch.Value{}, false
 }
 
-// lookupValue is lookup with the value, a copy in a buffer from the read path's pools (getBuf),
-// which the caller gives back (putBuf) once done with v.Value; nil for a value of no bytes. A
-// compressed value is returned decompressed, in memory of its own (buf nil), or with err when it
-// fails to (a bug: the write buffer's bytes are the ones just compressed).
+// lookupValue is lookup with the value, decompressed (valueIn): in a buffer from the read path's
+// pools, which the caller gives back (putBuf) once done with v.Value, unless buf is nil; err when
+// a compressed value fails to decompress (a bug: the write buffer's bytes are the ones just
+// compressed).
 func (u *unflushed) lookupValue(h uint64, key []byte) (v batch.Value, buf *[]byte, ok bool, err error) {
 	for _, b := range u.batches() {
-		if v, buf, ok := b.LookupInto(h, key, getBuf); ok {
-			if v.Codec != 0 {
-				v, err = decodePending(v)
-				if buf != nil {
-					putBuf(buf)
-					buf = nil
-				}
-			}
+		if v, buf, ok, err := valueIn(b, h, key); ok {
 			return v, buf, true, err
 		}
 	}
 	return batch.Value{}, nil, false, nil
 }
 
+// valueIn is batch b's newest record of key (hash h) with a copy of its value: in a buffer from
+// getBuf (buf), or, for a compressed value, decompressed into memory of its own (buf nil).
+func valueIn(b *batch.Batch, h uint64, key []byte) (v batch.Value, buf *[]byte, ok bool, err error) {
+	v, buf, ok = b.LookupInto(h, key, getBuf)
+	if ok && v.Codec != 0 {
+		v, err = decodePending(v)
+		if buf != nil {
+			putBuf(buf)
+			buf = nil
+		}
+	}
+	return v, buf, ok, err
+}
+
 // readValue finds the newest record of key among the batches and copies the bytes [off,
 // off+len(p)) of its value into p (see batch.ReadValue).
-// A compressed value is decompressed from a copy of its stored bytes (batch.Lookup): if the
+// A compressed value is decompressed from a copy of its stored bytes (valueIn): if the
 // batch let go of the record in between, it is committed, and readValue reports nothing found
 // (the caller looks in the index); if a newer record of the key took its place, that one is
 // read.
@@ -86,18 +93,15 @@ func (u *unflushed) readValue(h uint64, key, p []byte, off int64) (batch.Value, 
 		if v.Codec == 0 {
 			return v, n, true, nil
 		}
-		full, ok := b.Lookup(h, key, true)
-		if !ok {
-			return batch.Value{}, 0, false, nil
-		}
-		if full.Codec != 0 {
-			var err error
-			if full, err = decodePending(full); err != nil {
-				return batch.Value{}, 0, true, err
-			}
+		full, buf, ok, err := valueIn(b, h, key)
+		if !ok || err != nil {
+			return batch.Value{}, 0, ok, err
 		}
 		if off < int64(len(full.Value)) {
 			n = copy(p, full.Value[off:])
+		}
+		if buf != nil {
+			putBuf(buf)
 		}
 		full.Value = nil
 		return full, n, true, nil

@@ -283,28 +283,17 @@ type Value struct {
 	Attrs   []byte // a copy of the attributes (nil without)
 }
 
-// Lookup finds the newest record of key in the batch and copies its value. found is false if
-// the batch has no record for the key.
-func (b *Batch) Lookup(h uint64, key []byte, withValue bool) (v Value, found bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	e, ok := b.find(h, key)
-	if !ok {
-		return Value{}, false
-	}
-	v = e.value()
-	if withValue && e.ValueLen > 0 {
-		v.Value = make([]byte, e.ValueLen)
-		b.copyAt(v.Value, e.valueOff(0))
-	}
-	v.Attrs = b.attrs(e)
-	return v, true
+// Lookup finds the newest record of key in the batch, without its value. found is false if the
+// batch has no record for the key.
+func (b *Batch) Lookup(h uint64, key []byte) (v Value, found bool) {
+	v, _, found = b.LookupInto(h, key, nil)
+	return v, found
 }
 
-// LookupInto is Lookup with the value: its bytes are copied into the buffer take returns for
-// their length (called once, under the batch's lock, for a record with a value), which comes
-// back beside v for the caller to keep or give back; nil for a record without a value. The
-// attributes are a new slice, as Lookup's are.
+// LookupInto is Lookup with the value, when take is not nil: its bytes are copied into the
+// buffer take returns for their length (called once, under the batch's lock, for a record with
+// a value), which comes back beside v for the caller to keep or give back; nil for a record
+// without a value. The attributes are a copy either way.
 func (b *Batch) LookupInto(h uint64, key []byte, take func(n int) *[]byte) (v Value, buf *[]byte, found bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -313,7 +302,7 @@ func (b *Batch) LookupInto(h uint64, key []byte, take func(n int) *[]byte) (v Va
 		return Value{}, nil, false
 	}
 	v = e.value()
-	if e.ValueLen > 0 {
+	if take != nil && e.ValueLen > 0 {
 		buf = take(int(e.ValueLen))
 		v.Value = (*buf)[:e.ValueLen]
 		b.copyAt(v.Value, e.valueOff(0))

@@ -39,12 +39,12 @@ func TestAppendLookupSeal(t *testing.T) {
 				vals[k] = v
 			}
 			for k, v := range vals {
-				got, ok := b.Lookup(record.KeyHash([]byte(k)), []byte(k), true)
+				got, ok := withValue(b, k)
 				if !ok || !bytes.Equal(got.Value, v) || got.Kind != record.KindPut {
 					t.Fatalf("Lookup(%s): ok %v, %d bytes", k, ok, len(got.Value))
 				}
 			}
-			if _, ok := b.Lookup(record.KeyHash([]byte("absent")), []byte("absent"), true); ok {
+			if _, ok := withValue(b, "absent"); ok {
 				t.Fatal("Lookup of an absent key")
 			}
 			bufs, n := b.Seal()
@@ -71,7 +71,7 @@ func TestAppendLookupSeal(t *testing.T) {
 				t.Fatal("Reset left records")
 			}
 			put(t, b, "again", []byte("v"), true)
-			if got, ok := b.Lookup(record.KeyHash([]byte("again")), []byte("again"), true); !ok || string(got.Value) != "v" {
+			if got, ok := withValue(b, "again"); !ok || string(got.Value) != "v" {
 				t.Fatal("batch unusable after Reset")
 			}
 		})
@@ -191,4 +191,13 @@ func TestRecordBytes(t *testing.T) {
 	if spans == 0 {
 		t.Fatal("no record across chunks: the test does not reach the copy")
 	}
+}
+
+// withValue is LookupInto of key k with its value in a new slice.
+func withValue(b *Batch, k string) (Value, bool) {
+	v, _, ok := b.LookupInto(record.KeyHash([]byte(k)), []byte(k), func(n int) *[]byte {
+		buf := make([]byte, n)
+		return &buf
+	})
+	return v, ok
 }
