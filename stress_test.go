@@ -342,6 +342,7 @@ func TestDiskBound(t *testing.T) {
 type mixedWriter struct {
 	last                     []mixedPut
 	puts, unsafePuts, froms  int
+	conds                    int // conditional writes (PutWith, PutFromWith), stored or not
 	deletes, hits, misses    int
 	drains, ops, largeValues int
 }
@@ -414,6 +415,7 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 					}
 					val := p.value(key)
 					var err error
+					stored := true
 					switch m := rng.IntN(10); {
 					case m < 4:
 						err = c.Put(key, val)
@@ -421,15 +423,36 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 					case m < 6:
 						err = c.UnsafePut(key, val) // val is never changed
 						mw.unsafePuts++
-					default:
+					case m < 8:
 						err = c.PutFrom(key, bytes.NewReader(val), int64(len(val)))
 						mw.froms++
+					default:
+						// A conditional write: the writer owns its keys, so it knows whether the
+						// key has a blob, unless eviction took it; a refusal must be true at one
+						// moment (Cache.refused), and its check waits on the writer's lock.
+						present := mw.last[i].version != 0
+						if m == 8 {
+							_, err = c.PutFromWith(key, bytes.NewReader(val), int64(len(val)), PutOptions{If: IfAbsent()})
+						} else {
+							_, err = c.PutWith(key, val, PutOptions{If: IfPresent()})
+						}
+						mw.conds++
+						switch {
+						case err == nil && m == 9 && !present:
+							err = fmt.Errorf("IfPresent stored a value for a key with none")
+						case errors.Is(err, ErrExists) && !present:
+							err = fmt.Errorf("IfAbsent refused for a key with no blob: %w", err)
+						case errors.Is(err, ErrExists), errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
+							err, stored = nil, false // the key holds what it held (or was evicted)
+						}
 					}
 					if err != nil {
 						t.Errorf("writer %d: put %s (%d bytes): %v", w, key, p.size, err)
 						return
 					}
-					mw.last[i] = p
+					if stored {
+						mw.last[i] = p
+					}
 				case op < 78:
 					if err := c.Delete(key); err != nil {
 						t.Errorf("writer %d: Delete %s: %v", w, key, err)
@@ -466,6 +489,7 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 		total.puts += mw.puts
 		total.unsafePuts += mw.unsafePuts
 		total.froms += mw.froms
+		total.conds += mw.conds
 		total.deletes += mw.deletes
 		total.hits += mw.hits
 		total.misses += mw.misses
@@ -473,9 +497,9 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 		total.largeValues += mw.largeValues
 	}
 	st := c.Stats()
-	t.Logf("%d operations in %v: %d Put, %d UnsafePut, %d PutFrom (%d values above the write buffer), %d Delete, "+
+	t.Logf("%d operations in %v: %d Put, %d UnsafePut, %d PutFrom, %d conditional (%d values above the write buffer), %d Delete, "+
 		"%d Get (%d hits), %d Drain; %d evictions, %d Put waits",
-		total.ops, run, total.puts, total.unsafePuts, total.froms, total.largeValues, total.deletes,
+		total.ops, run, total.puts, total.unsafePuts, total.froms, total.conds, total.largeValues, total.deletes,
 		total.hits+total.misses, total.hits, total.drains, st.Evictions, st.PutWaits)
 	if t.Failed() {
 		return
