@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -39,6 +40,13 @@ type Config struct {
 	TLS *tls.Config
 	// Pprof serves /debug/pprof on the HTTP port (behind the token).
 	Pprof bool
+
+	// HTTPLoops is the number of event loops that serve HTTP connections while their requests
+	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops), each on a thread of its own: 0
+	// (the default) is one per GOMAXPROCS; negative serves each connection on a goroutine of
+	// its own. Linux only (elsewhere goroutines), and not with TLS, nor with values unchecked on
+	// read (Cache.VerifyOnRead off), which go to the socket from their file on a goroutine.
+	HTTPLoops int
 
 	// MaxKeyLen bounds HTTP keys (default and maximum blobcache.MaxKeyLen); memcached keys
 	// are bounded by the protocol's 250 bytes.
@@ -264,8 +272,12 @@ func (s *Server) setupHTTP() error {
 	s.httpLn, err = s.listen(s.cfg.HTTPAddr, "http", func(c net.Conn) { io.WriteString(c, httpReject) })
 	if err == nil && s.cfg.TLS == nil {
 		// GETs and HEADs of blobs are served without net/http; the rest is handed to it.
+		loops := s.cfg.HTTPLoops
+		if loops == 0 {
+			loops = runtime.GOMAXPROCS(0)
+		}
 		s.httpFast = h.NewFastPath(s.httpLn, httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
-			SendFromFile: !s.cfg.Cache.VerifyOnRead})
+			SendFromFile: !s.cfg.Cache.VerifyOnRead, Loops: max(loops, 0)})
 	}
 	return err
 }

@@ -67,8 +67,8 @@ request = function()
 end
 LUA
 }
-start_blobcache() {
-  "$work/blobcache" serve --dir "$work/data" --http 127.0.0.1:$bcport --memcache "" --log-level warn ${SERVE_FLAGS:-} >> "$work/serve.log" 2>&1 &
+start_blobcache() { # [flags, default $SERVE_FLAGS]
+  "$work/blobcache" serve --dir "$work/data" --http 127.0.0.1:$bcport --memcache "" --log-level warn ${1-${SERVE_FLAGS:-}} >> "$work/serve.log" 2>&1 &
   bcpid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$bcport/healthz" > /dev/null && return; sleep 0.1; done
   echo "blobcache did not start" >&2; exit 1
@@ -103,6 +103,11 @@ for r in $(seq "$rounds"); do
   start_blobcache
   run blobcache "http://127.0.0.1:$bcport" /v1/blobs/key-
   kill $bcpid; wait $bcpid 2> /dev/null || true
+  if [ -n "${SERVE_FLAGS_B:-}" ]; then
+    start_blobcache "$SERVE_FLAGS_B"
+    run blobcache-b "http://127.0.0.1:$bcport" /v1/blobs/key-
+    kill $bcpid; wait $bcpid 2> /dev/null || true
+  fi
   nginx -c "$work/nginx/nginx.conf"
   sleep 0.3
   run nginx "http://127.0.0.1:$ngport" /key-

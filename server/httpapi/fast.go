@@ -42,11 +42,15 @@ type FastPath struct {
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[*fastConn]struct{} // open, not handed over
+	conns map[*goConn]struct{} // open, not handed over
 
 	acceptErr atomic.Pointer[error]
 
+	loops  []*eventLoop // with FastConfig.Loops, from the first Accept
+	forced atomic.Bool  // Shutdown gave up waiting: loops drop their connections
+
 	served, handed atomic.Uint64 // requests answered, connections handed over (tests)
+	waited         atomic.Uint64 // responses an event loop kept until the socket took them (tests)
 }
 
 // FastConfig has the limits net/http would apply, as http.Server's fields of the same names.
@@ -56,7 +60,13 @@ type FastConfig struct {
 	// SendFromFile says the cache does not check values on read (VerifyOnRead off): a whole
 	// value left in its segment file then goes to the socket from the file (Store.Send), as
 	// net/http's path sends it. Otherwise values are read with Store.Get, one read a hit.
+	// It takes precedence over Loops: a send from a file blocks as an event loop must not.
 	SendFromFile bool
+	// Loops is the number of event loops (loop_linux.go) that serve the fast path's
+	// connections, each on a thread of its own; 0 serves each connection on a goroutine of its
+	// own. Linux only: elsewhere, with SendFromFile, or if the loops cannot be set up,
+	// connections get goroutines.
+	Loops int
 }
 
 // NewFastPath serves the fast path's requests on the connections ln accepts; serve the rest with
@@ -64,13 +74,14 @@ type FastConfig struct {
 // the server's first Accept on, so nothing is served before the http.Server serves.
 func (h *Handler) NewFastPath(ln net.Listener, cfg FastConfig) *FastPath {
 	return &FastPath{h: h, ln: ln, cfg: cfg, handoff: make(chan net.Conn), done: make(chan struct{}),
-		conns: make(map[*fastConn]struct{})}
+		conns: make(map[*goConn]struct{})}
 }
 
 // acceptLoop accepts connections until ln fails for good or f is closed. A temporary failure
 // (out of descriptors) is retried after a pause that doubles up to a second, as net/http does.
 func (f *FastPath) acceptLoop() {
 	var pause time.Duration
+	next := 0
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
@@ -90,6 +101,12 @@ func (f *FastPath) acceptLoop() {
 			return
 		}
 		pause = 0
+		if len(f.loops) > 0 {
+			f.h.m.ConnOpened("http")
+			f.loops[next%len(f.loops)].add(c)
+			next++
+			continue
+		}
 		fc := f.newConn(c)
 		f.mu.Lock()
 		select {
@@ -115,6 +132,11 @@ func (f *FastPath) Accept() (net.Conn, error) {
 	f.start.Do(func() {
 		f.mu.Lock() // Close closes done under mu: the loop starts before Shutdown waits, or not at all
 		if !f.closed() {
+			if f.cfg.Loops > 0 && !f.cfg.SendFromFile {
+				if err := f.startLoops(f.cfg.Loops); err != nil {
+					f.h.log.Error("cannot start event loops; serving a goroutine per connection", "err", err)
+				}
+			}
 			f.wg.Go(f.acceptLoop)
 		}
 		f.mu.Unlock()
@@ -145,6 +167,9 @@ func (f *FastPath) Close() error {
 			c.wake()
 		}
 		f.mu.Unlock()
+		for _, l := range f.loops {
+			l.wake()
+		}
 	})
 	return err
 }
@@ -163,6 +188,10 @@ func (f *FastPath) Shutdown(ctx context.Context) error {
 			c.c.Close()
 		}
 		f.mu.Unlock()
+		f.forced.Store(true)
+		for _, l := range f.loops {
+			l.wake()
+		}
 		return ctx.Err()
 	}
 }
@@ -193,21 +222,15 @@ func (c *handedConn) ReadFrom(r io.Reader) (int64, error) {
 
 func (c *handedConn) SyscallConn() (syscall.RawConn, error) { return fastSocket{c.Conn}.SyscallConn() }
 
-// fastConn is one connection served by the fast path.
+// fastConn is the protocol side of a connection served by the fast path: it answers one parsed
+// request at a time (respond) and hands its response to tx, the connection's way to its socket.
 type fastConn struct {
 	f  *FastPath
-	c  net.Conn
-	br *bufio.Reader
+	tx transport
 
-	idle atomic.Bool // waiting for a request: Close may cut the wait
-	// The connection's read and write deadlines, kept with one timer change every eighth of
-	// their limit rather than one a request (slackDeadline).
-	readBy, writeBy slackDeadline
-	hdr             []byte      // the response's status line and headers
-	iov             net.Buffers // the pieces of a write
-	date            dateCache
-
-	pieces net.Buffers // what of iov a write has still to write
+	hdr  []byte      // the response's status line and headers
+	iov  net.Buffers // the pieces of a send
+	date dateCache
 
 	// Per request, kept here so that a request allocates nothing of its own.
 	req    fastRequest
@@ -219,27 +242,67 @@ type fastConn struct {
 	getHit, getMiss, headHit, headMiss metrics.RequestMetric
 }
 
-func (f *FastPath) newConn(c net.Conn) *fastConn {
-	fc := &fastConn{f: f, c: c, br: bufio.NewReaderSize(c, fastReadBuffer)}
-	fc.w.c = fc
-	fc.begin = fc.plan
-	if f.cfg.SendFromFile {
-		fc.sock = fastSocket{c}
-	}
+// transport is how a fast-path connection's responses reach its socket: the blocking writes of
+// a goroutine per connection (goConn), or an event loop's (loop_linux.go).
+type transport interface {
+	// started is called as a request's response begins, at now.
+	started(now time.Time)
+	// send writes iov's bytes after those sent before, or takes them to write later; it may
+	// change iov's elements. hold, if not nil, keeps the bytes of iov's last element valid until
+	// send closes it, once they are written or never will be.
+	send(iov [][]byte, hold io.Closer) error
+}
+
+func (c *fastConn) init(f *FastPath, tx transport) {
+	c.f, c.tx = f, tx
+	c.w.c = c
+	c.begin = c.plan
 	m := f.h.m
-	fc.getHit, fc.getMiss = m.RequestMetric("http", "get", "200"), m.RequestMetric("http", "get", "404")
-	fc.headHit, fc.headMiss = m.RequestMetric("http", "head", "200"), m.RequestMetric("http", "head", "404")
-	return fc
+	c.getHit, c.getMiss = m.RequestMetric("http", "get", "200"), m.RequestMetric("http", "get", "404")
+	c.headHit, c.headMiss = m.RequestMetric("http", "head", "200"), m.RequestMetric("http", "head", "404")
+}
+
+// goConn is a connection served by a goroutine of its own, with blocking reads and writes.
+type goConn struct {
+	fastConn
+	c  net.Conn
+	br *bufio.Reader
+
+	idle atomic.Bool // waiting for a request: Close may cut the wait
+	// The connection's read and write deadlines, kept with one timer change every eighth of
+	// their limit rather than one a request (slackDeadline).
+	readBy, writeBy slackDeadline
+	pieces          net.Buffers // what of a send is still to write
+}
+
+func (f *FastPath) newConn(c net.Conn) *goConn {
+	gc := &goConn{c: c, br: bufio.NewReaderSize(c, fastReadBuffer)}
+	gc.init(f, gc)
+	if f.cfg.SendFromFile {
+		gc.sock = fastSocket{c}
+	}
+	return gc
+}
+
+func (c *goConn) started(now time.Time) {
+	c.writeBy.extend(now, c.f.cfg.WriteTimeout, c.c.SetWriteDeadline)
+}
+
+func (c *goConn) send(iov [][]byte, hold io.Closer) error {
+	c.pieces = iov // WriteTo consumes its receiver
+	_, err := netlimit.WriteBuffers(c.c, &c.pieces)
+	if hold != nil {
+		hold.Close()
+	}
+	return err
 }
 
 // wake makes a connection waiting for a request stop waiting. Called with f.mu held.
-func (c *fastConn) wake() {
+func (c *goConn) wake() {
 	if c.idle.Load() {
 		c.c.SetReadDeadline(time.Unix(1, 0))
 	}
 }
-
-func (c *fastConn) closing() bool { return c.f.closed() }
 
 // closed reports whether Close was called.
 func (f *FastPath) closed() bool {
@@ -251,7 +314,7 @@ func (f *FastPath) closed() bool {
 	}
 }
 
-func (c *fastConn) serve() {
+func (c *goConn) serve() {
 	handed := false
 	defer func() {
 		c.f.mu.Lock()
@@ -267,7 +330,7 @@ func (c *fastConn) serve() {
 		c.readBy.extend(time.Now(), c.f.cfg.IdleTimeout, c.c.SetReadDeadline)
 		// After the deadline: Close sets one in the past once it has closed done, so either
 		// this sees done closed or the wait is cut.
-		if c.closing() {
+		if c.f.closed() {
 			return
 		}
 		if _, err := c.br.Peek(1); err != nil {
@@ -292,17 +355,22 @@ func (c *fastConn) serve() {
 
 // handOver gives the connection, and what it buffered, to net/http; false if the fast path is
 // closing (the connection is then closed).
-func (c *fastConn) handOver() bool {
-	c.f.handed.Add(1)
+func (c *goConn) handOver() bool {
 	c.c.SetReadDeadline(time.Time{})
 	hc := &handedConn{Conn: c.c, r: c.br}
 	if c.br.Buffered() == 0 {
 		hc.r = c.c
 	}
+	return c.f.handOver(hc)
+}
+
+// handOver gives hc to net/http's Accept; false if the fast path is closing.
+func (f *FastPath) handOver(hc *handedConn) bool {
+	f.handed.Add(1)
 	select {
-	case c.f.handoff <- hc:
+	case f.handoff <- hc:
 		return true
-	case <-c.f.done:
+	case <-f.done:
 		return false
 	}
 }
@@ -313,7 +381,7 @@ func (c *fastConn) respond() bool {
 	h, req := c.f.h, &c.req
 	c.f.served.Add(1) // before the response, which a test may have read before respond returns
 	start := time.Now()
-	c.writeBy.extend(start, c.f.cfg.WriteTimeout, c.c.SetWriteDeadline)
+	c.tx.started(start)
 	c.w.committed, c.w.err = false, nil
 	c.status = ""
 	var found bool
@@ -492,33 +560,34 @@ type fastWriter struct {
 }
 
 func (w *fastWriter) Write(p []byte) (int, error) {
+	if err := w.send(p, nil); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// send sends p, after the headers if they are not out yet; hold as transport.send's.
+func (w *fastWriter) send(p []byte, hold io.Closer) error {
 	if w.err != nil {
-		return 0, w.err
+		if hold != nil {
+			hold.Close()
+		}
+		return w.err
 	}
-	var n int
-	if w.committed {
-		n, w.err = w.c.c.Write(p)
-	} else {
-		w.committed = true
-		n, w.err = w.writev(p)
-	}
-	return n, w.err
-}
-
-func (w *fastWriter) writev(p []byte) (int, error) {
 	c := w.c
-	c.iov = append(c.iov[:0], c.hdr, p)
-	c.pieces = c.iov // WriteTo consumes its receiver
-	n, err := netlimit.WriteBuffers(c.c, &c.pieces)
+	c.iov = c.iov[:0]
+	if !w.committed {
+		w.committed = true
+		c.iov = append(c.iov, c.hdr)
+	}
+	c.iov = append(c.iov, p)
+	w.err = c.tx.send(c.iov, hold)
 	clear(c.iov) // no reference to the value outlives its holder
-	return max(int(n)-len(c.hdr), 0), err
+	return w.err
 }
 
-// Hold sends p, a whole value, with the headers, and closes cl (store.Holder).
-func (w *fastWriter) Hold(p []byte, cl io.Closer) {
-	defer cl.Close()
-	w.Write(p)
-}
+// Hold sends p, a whole value, with the headers, and closes cl once p is sent (store.Holder).
+func (w *fastWriter) Hold(p []byte, cl io.Closer) { w.send(p, cl) }
 
 // Flush sends the headers, before a value goes from its file (Plan.Sock).
 func (w *fastWriter) Flush() error { return w.commit() }
@@ -539,8 +608,11 @@ func (fastSocket) Sent(int64) {}
 // first write error.
 func (w *fastWriter) commit() error {
 	if !w.committed && w.err == nil {
+		c := w.c
 		w.committed = true
-		_, w.err = w.c.c.Write(w.c.hdr)
+		c.iov = append(c.iov[:0], c.hdr)
+		w.err = c.tx.send(c.iov, nil)
+		clear(c.iov)
 	}
 	return w.err
 }

@@ -23,7 +23,13 @@ import (
 // value aside: net/http is the oracle of what the fast path writes. It also checks which
 // requests the fast path answered itself and which it handed to net/http.
 func TestFastPathMatchesNetHTTP(t *testing.T) {
-	e := newEnv(t, store.Config{}, Config{})
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testFastPathMatchesNetHTTP(t, tr.cfg) })
+	}
+}
+
+func testFastPathMatchesNetHTTP(t *testing.T, fcfg FastConfig) {
+	e := newFastEnv(t, fcfg, store.Config{}, Config{})
 	plain := httptest.NewServer(e.h) // net/http alone
 	t.Cleanup(plain.Close)
 
@@ -169,7 +175,13 @@ func (e *env) put(key string, value []byte, hdr ...string) {
 // TestFastPathShutdown: a connection waiting for its next request is closed at once when the
 // fast path shuts down, and one in the middle of a response finishes it first.
 func TestFastPathShutdown(t *testing.T) {
-	e := newEnv(t, store.Config{}, Config{})
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testFastPathShutdown(t, tr.cfg) })
+	}
+}
+
+func testFastPathShutdown(t *testing.T, fcfg FastConfig) {
+	e := newFastEnv(t, fcfg, store.Config{}, Config{})
 	e.put("a", []byte("hello"))
 	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
 	if err != nil {
@@ -260,6 +272,12 @@ func FuzzParseRequest(f *testing.F) {
 // connection, the request written and the response read by a client that allocates nothing:
 // allocs/op is the server's (the fast path's, the store's and the cache's).
 func BenchmarkFastPathGet(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) { benchmarkFastPathGet(b, tr.cfg) })
+	}
+}
+
+func benchmarkFastPathGet(b *testing.B, fcfg FastConfig) {
 	for _, tc := range []struct {
 		name       string
 		size, want int    // the blob's size, the payload's
@@ -271,7 +289,7 @@ func BenchmarkFastPathGet(b *testing.B) {
 	} {
 		size := tc.want
 		b.Run(tc.name, func(b *testing.B) {
-			e := newEnv(b, store.Config{}, Config{}, blobcache.WithMemorySize(64<<20),
+			e := newFastEnv(b, fcfg, store.Config{}, Config{}, blobcache.WithMemorySize(64<<20),
 				blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
 			e.put("k", bytes.Repeat([]byte("v"), tc.size))
 			e.c.Drain()

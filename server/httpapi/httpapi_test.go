@@ -36,6 +36,22 @@ type env struct {
 
 func newEnv(t testing.TB, scfg store.Config, hcfg Config, opts ...blobcache.Option) *env {
 	t.Helper()
+	return newFastEnv(t, FastConfig{}, scfg, hcfg, opts...)
+}
+
+// transports are the fast path's two ways of serving connections, for the tests that run on
+// both: a goroutine each, and two event loops.
+var transports = []struct {
+	name string
+	cfg  FastConfig
+}{
+	{"goroutines", FastConfig{}},
+	{"loops", FastConfig{Loops: 2}},
+}
+
+// newFastEnv is newEnv with the fast path configured by fcfg.
+func newFastEnv(t testing.TB, fcfg FastConfig, scfg store.Config, hcfg Config, opts ...blobcache.Option) *env {
+	t.Helper()
 	dir := t.TempDir()
 	opts = append([]blobcache.Option{blobcache.WithWriteBufferSize(8 << 20), blobcache.WithSegmentSize(32 << 20),
 		blobcache.WithExpectedBlobs(1000), blobcache.WithChecksum(true), blobcache.WithVerifyOnRead(true)}, opts...)
@@ -53,7 +69,7 @@ func newEnv(t testing.TB, scfg store.Config, hcfg Config, opts ...blobcache.Opti
 	}
 	// 127.0.0.1, an ephemeral port; GETs and HEADs through the fast path, as the server has them.
 	srv := httptest.NewUnstartedServer(h)
-	fast := h.NewFastPath(srv.Listener, FastConfig{})
+	fast := h.NewFastPath(srv.Listener, fcfg)
 	srv.Listener = fast
 	srv.Start()
 	t.Cleanup(func() {

@@ -48,14 +48,43 @@ func (l *Listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, l: l}, nil
+		return &conn{Conn: c, p: &Place{l: l}}, nil
 	}
 }
 
-type conn struct {
-	net.Conn
+// Place is one accepted connection's place in its Listener's limit, held until Release.
+type Place struct {
 	l    *Listener
 	once sync.Once
+}
+
+// Release gives the place back; calls after the first do nothing.
+func (p *Place) Release() {
+	if p != nil {
+		p.once.Do(func() { p.l.open.Add(-1) })
+	}
+}
+
+// Take is for a caller that serves a connection of Accept's by other means than the net.Conn
+// (its own poller, on a duplicate of the socket): it returns the connection the Listener
+// wrapped, whose Close no longer gives its place back, and the place, which the caller releases
+// when it is done with the connection. For a connection of no Listener's, Take returns c and a
+// nil place (whose Release does nothing).
+func Take(c net.Conn) (net.Conn, *Place) {
+	if lc, ok := c.(*conn); ok {
+		return lc.Conn, lc.p
+	}
+	return c, nil
+}
+
+// Hold returns c as a connection of this package's holding place p: closing it releases p, and
+// it sends as Accept's connections do (ReadFrom, WriteBuffers). It gives a connection served by
+// other means (Take) back to a net.Conn's user.
+func Hold(c net.Conn, p *Place) net.Conn { return &conn{Conn: c, p: p} }
+
+type conn struct {
+	net.Conn
+	p *Place
 }
 
 // SyscallConn is the connection's own, so that bytes can be sent to it from a file (sendfile);
@@ -100,6 +129,6 @@ func WriteBuffers(c net.Conn, b *net.Buffers) (int64, error) {
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.p.Release()
 	return err
 }
