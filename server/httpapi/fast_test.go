@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -344,7 +345,8 @@ func TestFastPathRetriesTemporaryAcceptErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := &flakyListener{Listener: ln, fails: 3}
+	fl := &flakyListener{Listener: ln}
+	fl.fails.Store(3)
 	fast := e.h.NewFastPath(fl, FastConfig{})
 	srv := &http.Server{Handler: e.h}
 	go srv.Serve(fast)
@@ -358,20 +360,20 @@ func TestFastPathRetriesTemporaryAcceptErrors(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("after %d failed accepts: %v %v", 3, resp, err)
 	}
-	if fl.fails != 0 {
-		t.Fatalf("%d failures left", fl.fails)
+	if n := fl.fails.Load(); n != 0 {
+		t.Fatalf("%d failures left", n)
 	}
 }
 
 // flakyListener fails its first accepts with a temporary error.
 type flakyListener struct {
 	net.Listener
-	fails int // accessed by the accept loop alone, and read after a response that needs it done
+	fails atomic.Int32 // the race detector sees no order in a response read from a socket
 }
 
 func (l *flakyListener) Accept() (net.Conn, error) {
-	if l.fails > 0 {
-		l.fails--
+	if l.fails.Load() > 0 {
+		l.fails.Add(-1)
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
 	}
 	return l.Listener.Accept()
