@@ -43,9 +43,12 @@ type Config struct {
 
 	// HTTPLoops is the number of event loops that serve HTTP connections while their requests
 	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops), each on a thread of its own: 0
-	// (the default) is one per GOMAXPROCS; negative serves each connection on a goroutine of
-	// its own. Linux only (elsewhere goroutines), and not with TLS, nor with values unchecked on
-	// read (Cache.VerifyOnRead off), which go to the socket from their file on a goroutine.
+	// (the default) is one per P of the process's GOMAXPROCS as it was when the first server was
+	// made; negative serves each connection on a goroutine of its own. A loop holds its P while
+	// it waits for its sockets, so New raises GOMAXPROCS to that first value plus the loops: the
+	// rest of the server keeps as many Ps as it had. Linux only (elsewhere goroutines), and not
+	// with TLS, nor with values unchecked on read (Cache.VerifyOnRead off), which go to the
+	// socket from their file on a goroutine.
 	HTTPLoops int
 
 	// MaxKeyLen bounds HTTP keys (default and maximum blobcache.MaxKeyLen); memcached keys
@@ -233,6 +236,9 @@ func (s *Server) listen(addr, proto string, reject func(net.Conn)) (net.Listener
 	}), nil
 }
 
+// baseProcs is GOMAXPROCS as the first server found it, before it gave Ps to event loops.
+var baseProcs = sync.OnceValue(func() int { return runtime.GOMAXPROCS(0) })
+
 func (s *Server) setupHTTP() error {
 	h, err := httpapi.New(s.store, httpapi.Config{
 		MaxKeyLen: s.cfg.MaxKeyLen,
@@ -274,7 +280,13 @@ func (s *Server) setupHTTP() error {
 		// GETs and HEADs of blobs are served without net/http; the rest is handed to it.
 		loops := s.cfg.HTTPLoops
 		if loops == 0 {
-			loops = runtime.GOMAXPROCS(0)
+			loops = baseProcs()
+		}
+		if loops > 0 && !s.cfg.Cache.VerifyOnRead {
+			loops = 0 // httpapi serves those connections on goroutines (FastConfig.SendFromFile)
+		}
+		if loops > 0 && runtime.GOOS == "linux" && runtime.GOMAXPROCS(0) < baseProcs()+loops {
+			runtime.GOMAXPROCS(baseProcs() + loops)
 		}
 		s.httpFast = h.NewFastPath(s.httpLn, httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
 			SendFromFile: !s.cfg.Cache.VerifyOnRead, Loops: max(loops, 0)})
