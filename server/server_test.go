@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"runtime"
 	"testing"
 	"time"
 
@@ -446,5 +447,31 @@ func TestNotify(t *testing.T) {
 	}
 	if !strings.HasPrefix(last, "STOPPING=1\n") {
 		t.Fatalf("last notification %q, want STOPPING=1", last)
+	}
+}
+
+// TestHTTPLoopsByDefault: on Linux the HTTP fast path runs on event loops, one per P the process
+// had, and GOMAXPROCS gains as many Ps once, however many servers are made.
+func TestHTTPLoopsByDefault(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("event loops are Linux's")
+	}
+	base := baseProcs()
+	for range 2 {
+		s, _ := start(t, testConfig(t))
+		if code, _, _ := httpDo(t, "GET", "http://"+s.HTTPAddr()+"/v1/blobs/none", nil); code != http.StatusNotFound {
+			t.Fatalf("GET: %d", code)
+		}
+		if got := s.httpFast.Loops(); got != base { // started by the first Accept, before the GET's answer
+			t.Fatalf("%d event loops, want %d", got, base)
+		}
+	}
+	if got := runtime.GOMAXPROCS(0); got != 2*base {
+		t.Fatalf("GOMAXPROCS %d, want %d", got, 2*base)
+	}
+	cfg := testConfig(t)
+	cfg.HTTPLoops = -1
+	if s, _ := start(t, cfg); s.httpFast.Loops() != 0 {
+		t.Fatalf("%d event loops with HTTPLoops -1", s.httpFast.Loops())
 	}
 }

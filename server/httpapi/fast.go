@@ -152,6 +152,14 @@ func (f *FastPath) Accept() (net.Conn, error) {
 	}
 }
 
+// Loops is the number of event loops serving f's connections: 0 before the first Accept, and
+// where connections get goroutines.
+func (f *FastPath) Loops() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.loops)
+}
+
 // Addr is the listener's.
 func (f *FastPath) Addr() net.Addr { return f.ln.Addr() }
 

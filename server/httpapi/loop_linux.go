@@ -21,7 +21,8 @@ import (
 
 // Event loops (FastConfig.Loops): the fast path's connections served as memcached's worker
 // threads and nginx's workers serve theirs, instead of by a goroutine each. A loop is a goroutine
-// locked to its thread that waits in epoll_wait for its connections' sockets; it reads what a
+// that waits in epoll_wait for its connections' sockets (holding its P, as any system call does,
+// unless sysmon hands the P to other work); it reads what a
 // readable socket has, answers the whole requests in it one after the other (fastConn.respond,
 // the same code as a goroutine's) and writes each response with one writev of a non-blocking
 // socket. A response the socket cannot take at once waits in the connection (the value by
@@ -72,6 +73,9 @@ type loopConn struct {
 	iovecs     []unix.Iovec
 	closeAfter bool // close once out is written
 }
+
+// yieldEvery is how often a loop passes through the scheduler (run).
+const yieldEvery = 2 * time.Millisecond
 
 // spillKeep is the most of its spill buffer a connection keeps once its output is written: a
 // larger one (a value of a megabyte copied) is given back to the collector.
@@ -181,11 +185,16 @@ func dupSocket(c net.Conn) (int, error) {
 // run is the loop: it serves its connections until the fast path closes and they are done, or
 // Shutdown gives up on them.
 func (l *eventLoop) run() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer l.exit()
 	events := make([]unix.EpollEvent, 128)
+	var yielded time.Time
 	for {
+		// A goroutine that does not pass through the scheduler for 10ms is preempted by sysmon,
+		// which then polls every 20µs for a while: a loop yields before that.
+		if now := time.Now(); now.Sub(yielded) > yieldEvery {
+			runtime.Gosched()
+			yielded = now
+		}
 		n, err := unix.EpollWait(l.ep, events, l.waitMillis())
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.f.h.log.Error("event loop failed", "err", os.NewSyscallError("epoll_wait", err))
