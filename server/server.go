@@ -42,7 +42,7 @@ type Config struct {
 	Pprof bool
 
 	// HTTPLoops is the number of event loops that serve HTTP connections while their requests
-	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops), each on a thread of its own: 0
+	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops): 0
 	// (the default) is one per P of the process's GOMAXPROCS as it was when the first server was
 	// made; negative serves each connection on a goroutine of its own. A loop holds its P while
 	// it waits for its sockets, so New raises GOMAXPROCS to that first value plus the loops: the

@@ -15,8 +15,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 

@@ -63,8 +63,8 @@ type FastConfig struct {
 	// It takes precedence over Loops: a send from a file blocks as an event loop must not.
 	SendFromFile bool
 	// Loops is the number of event loops (loop_linux.go) that serve the fast path's
-	// connections, each on a thread of its own; 0 serves each connection on a goroutine of its
-	// own. Linux only: elsewhere, with SendFromFile, or if the loops cannot be set up,
+	// connections; 0 serves each connection on a goroutine of its own. Each loop holds a P
+	// while it waits for its sockets: give the process that many Ps more. Linux only: elsewhere, with SendFromFile, or if the loops cannot be set up,
 	// connections get goroutines.
 	Loops int
 }
