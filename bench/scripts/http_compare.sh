@@ -88,6 +88,9 @@ for i in range(n):
         sys.exit(f"PUT key-{i}: {r.status}")
 PY
 kill $bcpid; wait $bcpid 2> /dev/null || true
+drop() {
+  if [ -n "${DROP:-}" ]; then sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1; fi
+}
 run() { # name base-url path-prefix
   lua "$3"
   if [ "${WARMUP:-0}" -gt 0 ]; then
@@ -100,14 +103,17 @@ run() { # name base-url path-prefix
   echo "$1 size=$size keys=$keys req/s=$rps p99=$p99 non2xx=${errs:-0}"
 }
 for r in $(seq "$rounds"); do
+  drop
   start_blobcache
   run blobcache "http://127.0.0.1:$bcport" /v1/blobs/key-
   kill $bcpid; wait $bcpid 2> /dev/null || true
   if [ -n "${SERVE_FLAGS_B:-}" ]; then
+    drop
     start_blobcache "$SERVE_FLAGS_B"
     run blobcache-b "http://127.0.0.1:$bcport" /v1/blobs/key-
     kill $bcpid; wait $bcpid 2> /dev/null || true
   fi
+  drop
   nginx -c "$work/nginx/nginx.conf"
   sleep 0.3
   run nginx "http://127.0.0.1:$ngport" /key-
