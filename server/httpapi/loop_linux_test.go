@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,4 +222,49 @@ func TestLoopConnectionPlaces(t *testing.T) {
 		c.Close()
 	}
 	waitFor(0)
+}
+
+// TestLoopPipelinedTail: the part of a request read behind answered ones waits for the next read
+// instead of sending the connection to net/http; a request incomplete on its own first read
+// goes to net/http, which answers it the same.
+func TestLoopPipelinedTail(t *testing.T) {
+	e := newFastEnv(t, FastConfig{Loops: 1}, store.Config{}, Config{})
+	e.put("a", []byte("hello"))
+	req := "GET /v1/blobs/a HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name         string
+		first        string
+		fast, handed uint64
+	}{
+		{"tail behind an answered request", req + req[:20], 2, 0},
+		{"a request in two reads", req[:20], 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			served, handed := e.fast.served.Load(), e.fast.handed.Load()
+			c := sendRaw(t, e.srv.Listener.Addr().String(), tc.first)
+			defer c.Close()
+			time.Sleep(50 * time.Millisecond) // the loop has read the first part
+			if _, err := io.WriteString(c, req[20:]); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			for i := range strings.Count(tc.first+req[20:], "GET ") {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("response %d: %v", i, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK || string(body) != "hello" {
+					t.Fatalf("response %d: %d %q", i, resp.StatusCode, body)
+				}
+			}
+			if got := e.fast.served.Load() - served; got != tc.fast {
+				t.Errorf("the fast path answered %d, want %d", got, tc.fast)
+			}
+			if got := e.fast.handed.Load() - handed; got != tc.handed {
+				t.Errorf("%d connections handed to net/http, want %d", got, tc.handed)
+			}
+		})
+	}
 }
