@@ -15,6 +15,7 @@ var benchImpls = []struct {
 	new  func() Index
 }{
 	{"HashTable", func() Index { return NewHashTable(0) }},
+	{"HashTable-hinted", func() Index { return NewHashTable(benchN) }}, // its first tables on huge pages
 	{"SkipList", func() Index { return NewSkipList() }},
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/seed57392e9e/blobcache/internal/hugemem"
 )
 
 const (
@@ -86,11 +88,26 @@ type shardTable struct {
 
 // NewHashTable returns an empty HashTable sized to hold capacityHint entries without growing.
 // A hint <= 0 starts every shard at the minimum size.
+//
+// With a hint, the shards' first tables are cut from one allocation on transparent huge pages
+// (hugemem) when it spans at least one: a lookup reads a tag's line and a Loc's line at random
+// places in the whole table, and on 4 KiB pages each is a TLB miss as well (in a virtual machine, a
+// page walk of the guest's and the host's tables). A shard that grows takes a table from the heap
+// like any other; the first allocation lives until every shard has left it.
 func NewHashTable(capacityHint int) *HashTable {
 	t := new(HashTable)
 	c := shardCapFor(capacityHint)
+	words := allocWords(c, true)
+	var arena []uint64
+	if capacityHint > 0 && numShards*words*8 >= hugemem.PageBytes {
+		arena = hugemem.Slice[uint64](numShards * words)
+	}
 	for i := range t.shards {
-		t.shards[i].mu.resize(c, true)
+		var buf []uint64
+		if arena != nil {
+			buf = arena[i*words : (i+1)*words : (i+1)*words]
+		}
+		t.shards[i].mu.resizeInto(buf, c, true)
 	}
 	return t
 }
@@ -435,8 +452,13 @@ func (s *shardTable) setHits(i, n int) {
 // alignment, as the tags have), so the allocator's rounding is paid once,
 // not twice, and the rounded-up bytes become slots instead of hidden waste. With two separate
 // arrays that waste was 2 B/entry of heap at 1M entries, 7% of the budget.
-func (s *shardTable) resize(c int, atLeast bool) {
-	buf := slices.Grow([]uint64(nil), allocWords(c, atLeast)) // capacity: what the allocator really gives
+func (s *shardTable) resize(c int, atLeast bool) { s.resizeInto(nil, c, atLeast) }
+
+// resizeInto is resize into buf, zeroed, of allocWords(c, atLeast) words; nil allocates it.
+func (s *shardTable) resizeInto(buf []uint64, c int, atLeast bool) {
+	if buf == nil {
+		buf = slices.Grow([]uint64(nil), allocWords(c, atLeast)) // capacity: what the allocator really gives
+	}
 	buf = buf[:cap(buf)]
 	c = len(buf) * 8 / slotBytes
 	ot, ol, om := s.tags, s.locs, s.marks
