@@ -6,10 +6,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +269,96 @@ func TestLoopPipelinedTail(t *testing.T) {
 				t.Errorf("%d connections handed to net/http, want %d", got, tc.handed)
 			}
 		})
+	}
+}
+
+// TestLoopManyClients: clients at once on two loops, each sending bursts of pipelined GETs and
+// HEADs (hits of values from 1 byte to 6 MiB, misses, ranges), half of them reading through a
+// small receive buffer, the other half moving to net/http with a DELETE in the middle; every
+// response is the right one, whole, in order.
+func TestLoopManyClients(t *testing.T) {
+	e := newFastEnv(t, FastConfig{Loops: 2}, store.Config{}, Config{},
+		blobcache.WithMemorySize(16<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
+	sizes := []int{1, 100, 4 << 10, 100 << 10, 6 << 20}
+	values := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		values[i] = bytes.Repeat([]byte{byte('a' + i)}, n)
+		e.put(fmt.Sprint("k", i), values[i])
+	}
+	e.c.Drain()
+	addr := e.srv.Listener.Addr().String()
+	clients, rounds := 8, 20
+	if testing.Short() {
+		rounds = 10
+	}
+	var wg sync.WaitGroup
+	for cl := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(cl), 7))
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			if cl%2 == 0 { // a slow reader: megabyte responses wait for its socket
+				c.(*net.TCPConn).SetReadBuffer(128 << 10)
+			}
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(c)
+			for range rounds {
+				type want struct {
+					method string
+					status int
+					body   []byte
+				}
+				var raw strings.Builder
+				var wants []want
+				for range 1 + rng.IntN(4) {
+					k := rng.IntN(len(sizes) + 1) // len(sizes): a miss
+					key := fmt.Sprint("k", k)
+					switch r := rng.IntN(10); {
+					case r == 0 && cl%2 == 1: // to net/http for the rest of the connection
+						fmt.Fprintf(&raw, "DELETE /v1/blobs/none-%d HTTP/1.1\r\nHost: x\r\n\r\n", cl)
+						wants = append(wants, want{"DELETE", http.StatusNoContent, nil})
+					case k == len(sizes):
+						fmt.Fprintf(&raw, "GET /v1/blobs/miss HTTP/1.1\r\nHost: x\r\n\r\n")
+						wants = append(wants, want{"GET", http.StatusNotFound, []byte("not found\n")})
+					case r < 3:
+						fmt.Fprintf(&raw, "HEAD /v1/blobs/%s HTTP/1.1\r\nHost: x\r\n\r\n", key)
+						wants = append(wants, want{"HEAD", http.StatusOK, nil})
+					case r < 5 && sizes[k] > 10:
+						off := rng.IntN(sizes[k] - 10)
+						fmt.Fprintf(&raw, "GET /v1/blobs/%s HTTP/1.1\r\nHost: x\r\nRange: bytes=%d-%d\r\n\r\n", key, off, off+9)
+						wants = append(wants, want{"GET", http.StatusPartialContent, values[k][off : off+10]})
+					default:
+						fmt.Fprintf(&raw, "GET /v1/blobs/%s HTTP/1.1\r\nHost: x\r\n\r\n", key)
+						wants = append(wants, want{"GET", http.StatusOK, values[k]})
+					}
+				}
+				if _, err := io.WriteString(c, raw.String()); err != nil {
+					t.Error(err)
+					return
+				}
+				for i, w := range wants {
+					resp, err := http.ReadResponse(br, &http.Request{Method: w.method})
+					if err != nil {
+						t.Errorf("client %d: response %d of %q: %v", cl, i, raw.String(), err)
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					if err != nil || resp.StatusCode != w.status || !bytes.Equal(body, w.body) {
+						t.Errorf("client %d: response %d of %q: %d, %d bytes (%v), want %d, %d bytes",
+							cl, i, raw.String(), resp.StatusCode, len(body), err, w.status, len(w.body))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e.fast.waited.Load() == 0 || e.fast.handed.Load() == 0 {
+		t.Errorf("%d responses waited for their socket, %d connections went to net/http: want both",
+			e.fast.waited.Load(), e.fast.handed.Load())
 	}
 }
