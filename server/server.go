@@ -278,18 +278,15 @@ func (s *Server) setupHTTP() error {
 	s.httpLn, err = s.listen(s.cfg.HTTPAddr, "http", func(c net.Conn) { io.WriteString(c, httpReject) })
 	if err == nil && s.cfg.TLS == nil {
 		// GETs and HEADs of blobs are served without net/http; the rest is handed to it.
-		loops := s.cfg.HTTPLoops
-		if loops == 0 {
-			loops = baseProcs()
+		fc := httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
+			SendFromFile: !s.cfg.Cache.VerifyOnRead, Loops: s.cfg.HTTPLoops}
+		if fc.Loops == 0 {
+			fc.Loops = baseProcs()
 		}
-		if loops > 0 && !s.cfg.Cache.VerifyOnRead {
-			loops = 0 // httpapi serves those connections on goroutines (FastConfig.SendFromFile)
+		if n := fc.EventLoops(); n > 0 && runtime.GOMAXPROCS(0) < baseProcs()+n {
+			runtime.GOMAXPROCS(baseProcs() + n)
 		}
-		if loops > 0 && runtime.GOOS == "linux" && runtime.GOMAXPROCS(0) < baseProcs()+loops {
-			runtime.GOMAXPROCS(baseProcs() + loops)
-		}
-		s.httpFast = h.NewFastPath(s.httpLn, httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
-			SendFromFile: !s.cfg.Cache.VerifyOnRead, Loops: max(loops, 0)})
+		s.httpFast = h.NewFastPath(s.httpLn, fc)
 	}
 	return err
 }

@@ -64,9 +64,18 @@ type FastConfig struct {
 	SendFromFile bool
 	// Loops is the number of event loops (loop_linux.go) that serve the fast path's
 	// connections; 0 serves each connection on a goroutine of its own. Each loop holds a P
-	// while it waits for its sockets: give the process that many Ps more. Linux only: elsewhere, with SendFromFile, or if the loops cannot be set up,
-	// connections get goroutines.
+	// while it waits for its sockets: give the process that many Ps more (EventLoops says how
+	// many run). If the loops cannot be set up, connections get goroutines.
 	Loops int
+}
+
+// EventLoops is the number of event loops a FastPath with c runs: Loops, or none with
+// SendFromFile or where the platform has none (not Linux).
+func (c FastConfig) EventLoops() int {
+	if !haveLoops || c.SendFromFile {
+		return 0
+	}
+	return max(c.Loops, 0)
 }
 
 // NewFastPath serves the fast path's requests on the connections ln accepts; serve the rest with
@@ -132,8 +141,8 @@ func (f *FastPath) Accept() (net.Conn, error) {
 	f.start.Do(func() {
 		f.mu.Lock() // Close closes done under mu: the loop starts before Shutdown waits, or not at all
 		if !f.closed() {
-			if f.cfg.Loops > 0 && !f.cfg.SendFromFile {
-				if err := f.startLoops(f.cfg.Loops); err != nil {
+			if n := f.cfg.EventLoops(); n > 0 {
+				if err := f.startLoops(n); err != nil {
 					f.h.log.Error("cannot start event loops; serving a goroutine per connection", "err", err)
 				}
 			}

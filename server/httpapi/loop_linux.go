@@ -74,6 +74,9 @@ type loopConn struct {
 	closeAfter bool // close once out is written
 }
 
+// haveLoops says the platform has event loops (FastConfig.EventLoops).
+const haveLoops = true
+
 // yieldEvery is how often a loop passes through the scheduler (run).
 const yieldEvery = 2 * time.Millisecond
 

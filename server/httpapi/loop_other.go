@@ -7,6 +7,9 @@ import (
 	"net"
 )
 
+// haveLoops says the platform has event loops (FastConfig.EventLoops).
+const haveLoops = false
+
 // eventLoop is loop_linux.go's; elsewhere there are none, and connections get goroutines.
 type eventLoop struct{}
 
