@@ -51,8 +51,9 @@ type eventLoop struct {
 	added  []*loopConn // accepted, for the loop to take
 	exited bool        // the loop returned: added takes no more
 
-	conns map[int32]*loopConn
-	swept time.Time
+	conns  map[int32]*loopConn
+	period time.Duration // of the sweep: sweepPeriod of the fast path's limits
+	swept  time.Time
 }
 
 // loopConn is a connection served by an eventLoop.
@@ -65,7 +66,7 @@ type loopConn struct {
 	buf  []byte // fastReadBuffer bytes; buf[r:w] is read and not yet answered
 	r, w int
 
-	active time.Time // the last read that brought bytes (or the accept): the idle and write limits run from it
+	active time.Time // the last read that brought bytes, the accept, or the end of a waiting response: the limits run from it
 
 	out        [][]byte    // bytes to write, in order, when the socket takes them
 	holds      []io.Closer // closed once out is written
@@ -114,7 +115,8 @@ func newEventLoop(f *FastPath) (*eventLoop, error) {
 		unix.Close(ep)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	l := &eventLoop{f: f, ep: ep, wakeF: wf, conns: make(map[int32]*loopConn)}
+	l := &eventLoop{f: f, ep: ep, wakeF: wf, conns: make(map[int32]*loopConn),
+		period: sweepPeriod(f.cfg.IdleTimeout, f.cfg.WriteTimeout)}
 	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, wf, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wf)}); err != nil {
 		l.closeFds()
 		return nil, os.NewSyscallError("epoll_ctl", err)
@@ -155,7 +157,7 @@ func (l *eventLoop) add(c net.Conn) {
 	l.mu.Lock()
 	if l.exited {
 		l.mu.Unlock()
-		lc.drop()
+		lc.discard() // never the loop's: its conns are not this goroutine's to touch
 		return
 	}
 	l.added = append(l.added, lc)
@@ -192,12 +194,6 @@ func (l *eventLoop) run() {
 	events := make([]unix.EpollEvent, 128)
 	var yielded time.Time
 	for {
-		// A goroutine that does not pass through the scheduler for 10ms is preempted by sysmon,
-		// which then polls every 20µs for a while: a loop yields before that.
-		if now := time.Now(); now.Sub(yielded) > yieldEvery {
-			runtime.Gosched()
-			yielded = now
-		}
 		n, err := unix.EpollWait(l.ep, events, l.waitMillis())
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.f.h.log.Error("event loop failed", "err", os.NewSyscallError("epoll_wait", err))
@@ -212,8 +208,14 @@ func (l *eventLoop) run() {
 				continue
 			}
 			if c := l.conns[ev.Fd]; c != nil {
-				c.ready(ev.Events, now)
+				c.ready(now)
 			}
+		}
+		// A goroutine that does not pass through the scheduler for 10ms is preempted by sysmon,
+		// which then polls every 20µs for a while: a loop yields before that.
+		if now.Sub(yielded) > yieldEvery {
+			runtime.Gosched()
+			yielded = now
 		}
 		if l.f.forced.Load() {
 			return
@@ -273,14 +275,12 @@ const (
 
 // sweepPeriod is how often a loop looks for connections past their limits: an eighth of the
 // shorter limit (as slackDeadline keeps a goroutine's), within [10ms, 1s]; 0 with no limit.
-func (l *eventLoop) sweepPeriod() time.Duration {
-	d := time.Duration(0)
-	for _, lim := range []time.Duration{l.f.cfg.IdleTimeout, l.f.cfg.WriteTimeout} {
-		if lim > 0 && (d == 0 || lim < d) {
-			d = lim
-		}
+func sweepPeriod(idle, write time.Duration) time.Duration {
+	d := idle
+	if write > 0 && (d <= 0 || write < d) {
+		d = write
 	}
-	if d == 0 {
+	if d <= 0 {
 		return 0
 	}
 	return min(max(d/8, 10*time.Millisecond), time.Second)
@@ -288,18 +288,16 @@ func (l *eventLoop) sweepPeriod() time.Duration {
 
 // waitMillis is epoll_wait's timeout: until the next sweep, or none.
 func (l *eventLoop) waitMillis() int {
-	p := l.sweepPeriod()
-	if p == 0 || len(l.conns) == 0 {
+	if l.period == 0 || len(l.conns) == 0 {
 		return -1
 	}
-	return int(p / time.Millisecond)
+	return int(l.period / time.Millisecond)
 }
 
 // sweep drops the connections past their limits: idle past IdleTimeout, or with output
 // unwritten WriteTimeout after the read that asked for it.
 func (l *eventLoop) sweep(now time.Time) {
-	p := l.sweepPeriod()
-	if p == 0 || now.Sub(l.swept) < p {
+	if l.period == 0 || now.Sub(l.swept) < l.period {
 		return
 	}
 	l.swept = now
@@ -314,8 +312,9 @@ func (l *eventLoop) sweep(now time.Time) {
 	}
 }
 
-// ready serves what the socket's events say it can do.
-func (c *loopConn) ready(events uint32, now time.Time) {
+// ready serves the connection whose socket the loop was told of: it writes the output waiting,
+// or reads and answers requests.
+func (c *loopConn) ready(now time.Time) {
 	if len(c.out) > 0 {
 		if !c.flush() {
 			c.drop()
@@ -328,6 +327,7 @@ func (c *loopConn) ready(events uint32, now time.Time) {
 			c.drop()
 			return
 		}
+		c.active = now // the wait for the next request starts
 		if err := c.watch(readEvents); err != nil {
 			c.drop()
 			return
@@ -465,17 +465,19 @@ func (c *loopConn) closeHolds() {
 // its first element cut); EAGAIN is not an error.
 func (c *loopConn) writev(iov [][]byte) ([][]byte, error) {
 	for len(iov) > 0 {
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
 		c.iovecs = c.iovecs[:0]
 		for _, p := range iov[:min(len(iov), 1024)] { // IOV_MAX
-			if len(p) == 0 {
-				continue
+			if len(p) > 0 {
+				v := unix.Iovec{Base: &p[0]}
+				v.SetLen(len(p))
+				c.iovecs = append(c.iovecs, v)
 			}
-			v := unix.Iovec{Base: &p[0]}
-			v.SetLen(len(p))
-			c.iovecs = append(c.iovecs, v)
 		}
 		if len(c.iovecs) == 0 {
-			return nil, nil
+			return nil, nil // nothing but empty pieces
 		}
 		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&c.iovecs[0])), uintptr(len(c.iovecs)))
 		clear(c.iovecs) // no reference to a value outlives its send
@@ -496,16 +498,19 @@ func (c *loopConn) writev(iov [][]byte) ([][]byte, error) {
 			n -= len(iov[0])
 			iov = iov[1:]
 		}
-		for len(iov) > 0 && len(iov[0]) == 0 {
-			iov = iov[1:]
-		}
 	}
 	return nil, nil
 }
 
-// drop closes the connection and forgets it.
+// drop closes the connection and forgets it. Only the loop's goroutine calls it.
 func (c *loopConn) drop() {
 	c.forget()
+	c.discard()
+}
+
+// discard closes a connection the loop does not hold (forget has taken it out, or it was never
+// in).
+func (c *loopConn) discard() {
 	unix.Close(c.fd)
 	c.place.Release()
 	c.f.h.m.ConnClosed("http")
