@@ -20,6 +20,7 @@ import (
 	"github.com/seed57392e9e/blobcache/server/memcache"
 	"github.com/seed57392e9e/blobcache/server/metrics"
 	"github.com/seed57392e9e/blobcache/server/netlimit"
+	"github.com/seed57392e9e/blobcache/server/netloop"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -50,6 +51,11 @@ type Config struct {
 	// with TLS, nor with values unchecked on read (Cache.VerifyOnRead off), which go to the
 	// socket from their file on a goroutine.
 	HTTPLoops int
+	// MemcacheLoops is the number of event loops that serve memcached connections
+	// (memcache.Config.Loops), as HTTPLoops: 0 is one per P the process had, negative a
+	// goroutine per connection; the loops' Ps are added to GOMAXPROCS as HTTP's are. Linux only,
+	// and not with TLS nor with values unchecked on read.
+	MemcacheLoops int
 
 	// MaxKeyLen bounds HTTP keys (default and maximum blobcache.MaxKeyLen); memcached keys
 	// are bounded by the protocol's 250 bytes.
@@ -159,6 +165,7 @@ type Server struct {
 	httpLn   net.Listener
 	mc       *memcache.Server
 	mcLn     net.Listener
+	loopPs   int // GOMAXPROCS given to event loops (loopProcs)
 
 	runOnce sync.Once
 }
@@ -239,6 +246,29 @@ func (s *Server) listen(addr, proto string, reject func(net.Conn)) (net.Listener
 // baseProcs is GOMAXPROCS as the first server found it, before it gave Ps to event loops.
 var baseProcs = sync.OnceValue(func() int { return runtime.GOMAXPROCS(0) })
 
+// loopProcs gives the process n Ps more for event loops, on top of what the server's other
+// front end took: GOMAXPROCS is raised to baseProcs plus every loop, once.
+func (s *Server) loopProcs(n int) {
+	s.loopPs += n
+	if want := baseProcs() + s.loopPs; s.loopPs > 0 && runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
+}
+
+// memcacheLoops is the number of event loops the memcached front end runs: the configuration's,
+// 0 where the loops would not serve (TLS; values sent from their files, which would block a
+// loop; a platform without them).
+func (s *Server) memcacheLoops() int {
+	n := s.cfg.MemcacheLoops
+	if n == 0 {
+		n = baseProcs()
+	}
+	if n < 0 || s.cfg.TLS != nil || !s.cfg.Cache.VerifyOnRead || !netloop.Available {
+		return 0
+	}
+	return n
+}
+
 func (s *Server) setupHTTP() error {
 	h, err := httpapi.New(s.store, httpapi.Config{
 		MaxKeyLen: s.cfg.MaxKeyLen,
@@ -283,16 +313,17 @@ func (s *Server) setupHTTP() error {
 		if fc.Loops == 0 {
 			fc.Loops = baseProcs()
 		}
-		if n := fc.EventLoops(); n > 0 && runtime.GOMAXPROCS(0) < baseProcs()+n {
-			runtime.GOMAXPROCS(baseProcs() + n)
-		}
+		s.loopProcs(fc.EventLoops())
 		s.httpFast = h.NewFastPath(s.httpLn, fc)
 	}
 	return err
 }
 
 func (s *Server) setupMemcache() error {
+	loops := s.memcacheLoops()
+	s.loopProcs(loops)
 	s.mc = memcache.New(s.store, memcache.Config{
+		Loops:        loops,
 		MaxLineBytes: s.cfg.MaxLineBytes,
 		IdleTimeout:  s.cfg.IdleTimeout,
 		ReadTimeout:  s.cfg.ReadTimeout,

@@ -450,9 +450,10 @@ func TestNotify(t *testing.T) {
 	}
 }
 
-// TestHTTPLoopsByDefault: on Linux the HTTP fast path runs on event loops, one per P the process
-// had, and GOMAXPROCS gains as many Ps once, however many servers are made.
-func TestHTTPLoopsByDefault(t *testing.T) {
+// TestLoopsByDefault: on Linux the HTTP fast path and the memcached front end run on event
+// loops, each one per P the process had, and GOMAXPROCS gains as many Ps once, however many
+// servers are made.
+func TestLoopsByDefault(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("event loops are Linux's")
 	}
@@ -465,13 +466,27 @@ func TestHTTPLoopsByDefault(t *testing.T) {
 		if got := s.httpFast.Loops(); got != base { // started by the first Accept, before the GET's answer
 			t.Fatalf("%d event loops, want %d", got, base)
 		}
+		mc := gomemcache.New(s.MemcacheAddr())
+		if _, err := mc.Get("none"); err != gomemcache.ErrCacheMiss {
+			t.Fatalf("memcached get: %v", err)
+		}
+		if got := s.mc.EventLoops(); got != base { // started by Serve, before the get's answer
+			t.Fatalf("%d memcached event loops, want %d", got, base)
+		}
 	}
-	if got := runtime.GOMAXPROCS(0); got != 2*base {
-		t.Fatalf("GOMAXPROCS %d, want %d", got, 2*base)
+	if got := runtime.GOMAXPROCS(0); got != 3*base {
+		t.Fatalf("GOMAXPROCS %d, want %d", got, 3*base)
 	}
 	cfg := testConfig(t)
-	cfg.HTTPLoops = -1
-	if s, _ := start(t, cfg); s.httpFast.Loops() != 0 {
+	cfg.HTTPLoops, cfg.MemcacheLoops = -1, -1
+	s, _ := start(t, cfg)
+	if s.httpFast.Loops() != 0 {
 		t.Fatalf("%d event loops with HTTPLoops -1", s.httpFast.Loops())
+	}
+	if _, err := gomemcache.New(s.MemcacheAddr()).Get("none"); err != gomemcache.ErrCacheMiss {
+		t.Fatalf("memcached get: %v", err)
+	}
+	if n := s.mc.EventLoops(); n != 0 {
+		t.Fatalf("%d memcached event loops with MemcacheLoops -1", n)
 	}
 }

@@ -79,6 +79,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.Var(&maxHeader, "max-header-size", "largest HTTP request header")
 	fl.Var(&maxLine, "max-line-size", "longest memcached command line")
 	fl.IntVar(&cfg.HTTPLoops, "http-loops", 0, "event loops serving HTTP GETs and HEADs (default one per CPU, GOMAXPROCS raised by as many; -1: a goroutine per connection)")
+	fl.IntVar(&cfg.MemcacheLoops, "memcache-loops", 0, "event loops serving memcached connections (default one per CPU, GOMAXPROCS raised by as many; -1: a goroutine per connection)")
 	fl.IntVar(&cfg.MaxConns, "max-conns", 4096, "open connections per listener")
 	fl.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time to read an HTTP request header")
 	fl.DurationVar(&cfg.ReadTimeout, "read-timeout", 60*time.Second, "time to read a request with its body or data block")

@@ -3,6 +3,8 @@ package memcache
 import (
 	"context"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +14,16 @@ import (
 
 // testNow is the fixed clock of the test servers, so expiry times in scripts are exact.
 var testNow = time.Unix(1_700_000_000, 0)
+
+// testLoops is Config.Loops of the test servers whose test does not set it: two event loops,
+// as the server runs them, or what BLOBCACHE_TEST_LOOPS says (-1: a goroutine per connection;
+// scripts/test.sh runs the package both ways).
+var testLoops = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BLOBCACHE_TEST_LOOPS")); err == nil {
+		return n
+	}
+	return 2
+}()
 
 type env struct {
 	t    testing.TB
@@ -31,8 +43,20 @@ func newEnvStore(t testing.TB, cfg Config, scfg store.Config) *env {
 	return newEnvWith(t, cfg, scfg, testOptions())
 }
 
+// newEnvHooks is newEnv with the server's test hooks set by hooks before it serves (a loop
+// reads them from its own goroutine).
+func newEnvHooks(t testing.TB, cfg Config, hooks func(*Server)) *env {
+	t.Helper()
+	return newEnvFull(t, cfg, store.Config{}, testOptions(), hooks)
+}
+
 // newEnvWith is newEnvStore with the cache's options.
 func newEnvWith(t testing.TB, cfg Config, scfg store.Config, opts []blobcache.Option) *env {
+	t.Helper()
+	return newEnvFull(t, cfg, scfg, opts, nil)
+}
+
+func newEnvFull(t testing.TB, cfg Config, scfg store.Config, opts []blobcache.Option, hooks func(*Server)) *env {
 	t.Helper()
 	if scfg.Now == nil {
 		scfg.Now = func() time.Time { return testNow }
@@ -48,7 +72,13 @@ func newEnvWith(t testing.TB, cfg Config, scfg store.Config, opts []blobcache.Op
 	if cfg.Version == "" {
 		cfg.Version = "test"
 	}
+	if cfg.Loops == 0 {
+		cfg.Loops = testLoops
+	}
 	srv := New(st, cfg)
+	if hooks != nil {
+		hooks(srv)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -157,9 +157,8 @@ func TestSlowloris(t *testing.T) {
 }
 
 func TestTruncatedByClose(t *testing.T) {
-	e := newEnv(t, Config{})
 	closed := make(chan struct{}, 10)
-	e.srv.testHooks.connClosed = func() { closed <- struct{}{} }
+	e := newEnvHooks(t, Config{}, func(s *Server) { s.testHooks.connClosed = func() { closed <- struct{}{} } })
 	reqs := []string{"set k 0 0 8\r\noriginal\r\n", "set k 0 0 100\r\nshort", "set k 0 0 3\r\nabc", "set k 0 0 3\r\nabc\r", "ms k 5 F1\r\nab"}
 	for _, req := range reqs {
 		c := e.dial()
@@ -361,12 +360,18 @@ func TestTimeoutsPerCommand(t *testing.T) {
 	}
 
 	// A client that never reads: cut off after WriteTimeout.
-	e2 := newEnv(t, Config{WriteTimeout: 150 * time.Millisecond})
+	closed := make(chan struct{}, 2)
+	e2 := newEnvHooks(t, Config{WriteTimeout: 150 * time.Millisecond}, func(s *Server) {
+		s.testHooks.connClosed = func() {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	})
 	if err := e2.client().Set(&gomemcache.Item{Key: "big", Value: []byte(big)}); err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan struct{}, 1)
-	e2.srv.testHooks.connClosed = func() { closed <- struct{}{} }
 	c2 := e2.dial()
 	defer c2.Close()
 	if tc, ok := c2.(*net.TCPConn); ok {
@@ -386,12 +391,13 @@ func TestTimeoutsPerCommand(t *testing.T) {
 // gets its own ReadTimeout, as one sent after a wait does.
 func TestTimeoutsPipelined(t *testing.T) {
 	const readTimeout = 200 * time.Millisecond
-	e := newEnv(t, Config{ReadTimeout: readTimeout, WriteTimeout: 10 * time.Second})
-	e.srv.testHooks.command = func(name string) {
-		if name == "version" {
-			time.Sleep(2 * readTimeout) // a command that outruns ReadTimeout without reading
+	e := newEnvHooks(t, Config{ReadTimeout: readTimeout, WriteTimeout: 10 * time.Second}, func(s *Server) {
+		s.testHooks.command = func(name string) {
+			if name == "version" {
+				time.Sleep(2 * readTimeout) // a command that outruns ReadTimeout without reading
+			}
 		}
-	}
+	})
 	c := e.dial()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))

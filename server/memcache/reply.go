@@ -19,13 +19,47 @@ import (
 // held value goes after buf[:at] and before buf[at:], in the order held; every closer of a held
 // value is closed exactly once, by the flush that writes it or by release.
 type replyBuffer struct {
-	conn    net.Conn       // what a flush writes to (writev where it is a TCP connection)
+	out     replySink      // what a flush writes to
 	written *atomic.Uint64 // bytes_written
 	buf     []byte
 	held    []heldValue
-	iov     net.Buffers // reused by flushes
-	pieces  net.Buffers // what of iov a flush has still to write (WriteTo consumes it)
-	err     error       // the first write error: later writes fail with it
+	// Reused by flushes: the pieces of a send, which of them are held values, their closers.
+	iov     net.Buffers
+	isHeld  []bool
+	closers []io.Closer
+	err     error // the first write error: later writes fail with it
+}
+
+// replySink is where a replyBuffer's flushes go: a goroutine's blocking socket (connSink), or an
+// event loop's connection (loopSink).
+type replySink interface {
+	// send writes iov, whose elements held[i] are values held by reference, and closes holds
+	// once they are written or never will be. It may change iov's elements.
+	send(iov [][]byte, held []bool, holds []io.Closer) (int64, error)
+}
+
+// connSink writes to a connection with blocking writes: one writev a send.
+type connSink struct {
+	conn   net.Conn
+	pieces net.Buffers // what of a send is still to write (WriteTo consumes it)
+}
+
+func (s *connSink) send(iov [][]byte, _ []bool, holds []io.Closer) (int64, error) {
+	var n int64
+	var err error
+	if len(iov) == 1 {
+		var k int
+		k, err = s.conn.Write(iov[0])
+		n = int64(k)
+	} else {
+		s.pieces = iov // a field, not a local: a pointer to it passed on does not escape each send
+		n, err = netlimit.WriteBuffers(s.conn, &s.pieces)
+		s.pieces = nil
+	}
+	for _, h := range holds {
+		h.Close()
+	}
+	return n, err
 }
 
 type heldValue struct {
@@ -41,8 +75,8 @@ const (
 	maxHeld         = 256
 )
 
-func newReplyBuffer(conn net.Conn, written *atomic.Uint64) *replyBuffer {
-	return &replyBuffer{conn: conn, written: written, buf: make([]byte, 0, replyBufferSize)}
+func newReplyBuffer(out replySink, written *atomic.Uint64) *replyBuffer {
+	return &replyBuffer{out: out, written: written, buf: make([]byte, 0, replyBufferSize)}
 }
 
 func (b *replyBuffer) Write(p []byte) (int, error) {
@@ -54,12 +88,14 @@ func (b *replyBuffer) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		if len(p) > cap(b.buf) {
-			n, err := b.conn.Write(p)
+			b.iov = append(b.iov[:0], p)
+			n, err := b.out.send(b.iov, nil, nil)
+			clear(b.iov)
 			b.written.Add(uint64(n))
 			if err != nil {
 				b.err = err
 			}
-			return n, err
+			return int(n), err
 		}
 	}
 	b.buf = append(b.buf, p...)
@@ -116,49 +152,34 @@ func (b *replyBuffer) Hold(p []byte, c io.Closer) {
 	}
 }
 
-// Flush writes what was gathered, with one writev when values are held, and closes their
-// holders.
+// Flush writes what was gathered, with one writev when values are held, and hands their holders
+// to the sink, which closes them once the values are written.
 func (b *replyBuffer) Flush() error {
-	if len(b.held) == 0 {
-		if len(b.buf) == 0 || b.err != nil {
-			return b.err
-		}
-		n, err := b.conn.Write(b.buf)
-		b.written.Add(uint64(n))
-		b.buf = b.buf[:0]
-		if err != nil {
-			b.err = err
-		}
-		return err
+	if len(b.held) == 0 && len(b.buf) == 0 || b.err != nil {
+		b.release()
+		return b.err
 	}
-	iov, prev := b.iov[:0], 0
+	iov, isHeld, closers, prev := b.iov[:0], b.isHeld[:0], b.closers[:0], 0
 	for _, h := range b.held {
 		if h.at > prev {
-			iov = append(iov, b.buf[prev:h.at])
+			iov, isHeld = append(iov, b.buf[prev:h.at]), append(isHeld, false)
 			prev = h.at
 		}
-		iov = append(iov, h.p)
+		iov, isHeld, closers = append(iov, h.p), append(isHeld, true), append(closers, h.c)
 	}
 	if len(b.buf) > prev {
-		iov = append(iov, b.buf[prev:])
+		iov, isHeld = append(iov, b.buf[prev:]), append(isHeld, false)
 	}
-	b.iov = iov
-	var err error
-	if b.err == nil {
-		b.pieces = iov // a field, not a local: a pointer to it passed on does not escape each flush
-		var n int64
-		n, err = netlimit.WriteBuffers(b.conn, &b.pieces)
-		b.pieces = nil
-		b.written.Add(uint64(n))
-		if err != nil {
-			b.err = err
-		}
-	}
-	clear(b.iov) // no reference to the values outlives their holders
-	b.release()
+	clear(b.held) // the sink has the holders now
+	b.held = b.held[:0]
+	n, err := b.out.send(iov, isHeld, closers)
+	b.written.Add(uint64(n))
+	clear(iov) // no reference to the values outlives their holders
+	clear(closers)
+	b.iov, b.isHeld, b.closers = iov, isHeld, closers
 	b.buf = b.buf[:0]
-	if err == nil {
-		err = b.err
+	if err != nil {
+		b.err = err
 	}
 	return err
 }

@@ -58,7 +58,7 @@ func TestReplyBuffer(t *testing.T) {
 				defer r.Close()
 			}
 			var written atomic.Uint64
-			b := newReplyBuffer(w, &written)
+			b := newReplyBuffer(&connSink{conn: w}, &written)
 			p1, p2 := bytes.Repeat([]byte("x"), 5000), bytes.Repeat([]byte("y"), 70000)
 			big := bytes.Repeat([]byte("z"), replyBufferSize+10)
 			var c1, c2 closeCount
@@ -104,7 +104,7 @@ func TestReplyBuffer(t *testing.T) {
 			}
 			r.Close()
 			w.Close()
-			b2 := newReplyBuffer(w, &written)
+			b2 := newReplyBuffer(&connSink{conn: w}, &written)
 			b2.Hold(p1, &c4)
 			if err := b2.Flush(); err == nil {
 				t.Fatal("a flush to a closed connection succeeded")

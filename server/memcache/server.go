@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/server/metrics"
+	"github.com/seed57392e9e/blobcache/server/netloop"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -44,6 +45,12 @@ type Config struct {
 	MaxConns int
 	// Settings are more lines for "stats settings" (values without spaces).
 	Settings []Setting
+	// Loops is the number of event loops (netloop) that serve connections; 0 serves each on a
+	// goroutine of its own. Each loop holds a P while it waits for its sockets: give the process
+	// that many Ps more. A connection leaves its loop for a goroutine of its own when it sends
+	// what a loop does not serve (loop.go), and where loops cannot be set up connections get
+	// goroutines.
+	Loops int
 	// Metrics records commands and connections; nil records nothing.
 	Metrics *metrics.Metrics
 	// Log receives errors; nil discards them.
@@ -75,6 +82,9 @@ type Server struct {
 	closing atomic.Bool
 
 	sweepOnce sync.Once // starts the timeout sweep (timeouts.go) with the first Serve
+
+	loopsOnce sync.Once      // starts the event loops with the first Serve
+	loops     *netloop.Group // nil: a goroutine per connection
 
 	// testHooks are set by tests before Serve.
 	testHooks struct {
@@ -144,6 +154,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.sweepOnce.Do(func() { go s.sweep() })
+	s.loopsOnce.Do(s.startLoops)
 	defer func() {
 		s.mu.Lock()
 		delete(s.mu.listeners, l)
@@ -166,6 +177,13 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
+		if s.loops != nil {
+			err := s.loops.Add(nc, s.cfg.MaxLineBytes, func(lc *netloop.Conn) netloop.Protocol { return s.newLoopConn(lc) })
+			if err == nil {
+				continue
+			}
+			s.log.Error("cannot serve a connection from an event loop; serving it from a goroutine", "err", err)
+		}
 		c := s.newConn(nc)
 		s.mu.Lock()
 		if s.closing.Load() {
@@ -192,13 +210,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for c := range s.mu.conns {
 		c.wakeIfIdle()
 	}
+	loops := s.loops
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	var lerr error
+	if loops != nil {
+		// The loops' connections may leave for goroutines until the loops have exited (the
+		// goroutines see closing, and end after their command).
+		lerr = loops.Shutdown(ctx)
+	}
 	select {
 	case <-done:
 		s.cancel()
-		return nil
+		return lerr
 	case <-ctx.Done():
 		s.cancel()
 		s.mu.Lock()
@@ -211,14 +236,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// conn is one client connection, served by one goroutine.
+// conn is one client connection, served by one goroutine (nc) or by an event loop (lc).
 type conn struct {
-	s  *Server
-	nc net.Conn
-	r  *bufio.Reader
-	w  *replyBuffer
+	s       *Server
+	nc      net.Conn      // a goroutine's
+	lc      *netloop.Conn // an event loop's
+	r       cmdReader     // a bufio.Reader of nc, or &in
+	in      inputReader   // the bytes an event loop read (loop.go)
+	counted int           // of the loop\'s input, the bytes counted in bytes_read
+	w       *replyBuffer
 	// sock is nc for values sent from segment files (store.Send); nil if nc cannot take them.
 	sock store.Socket
+
+	// reserved is the store's memory a loop took for a data block it reads before the
+	// command runs (readAhead), of reservedN bytes; the command takes it (reserve).
+	reserved  *store.Value
+	reservedN int64
 
 	authed   bool
 	toks     [][]byte  // reused token slice
@@ -244,12 +277,27 @@ type conn struct {
 	}
 }
 
+// cmdReader is what commands read a connection's bytes from: a bufio.Reader of its socket, or
+// the bytes an event loop read (inputReader).
+type cmdReader interface {
+	Peek(n int) ([]byte, error)
+	ReadSlice(delim byte) ([]byte, error)
+	ReadByte() (byte, error)
+	Read(p []byte) (int, error)
+	Discard(n int) (int, error)
+	Buffered() int
+}
+
 func (s *Server) newConn(nc net.Conn) *conn {
+	c := s.makeConn()
+	c.useGoroutine(nc, countedReader{nc, &s.stats.bytesRead})
+	return c
+}
+
+// makeConn returns a connection with its protocol state, and no transport yet.
+func (s *Server) makeConn() *conn {
 	c := &conn{
 		s:      s,
-		nc:     nc,
-		r:      bufio.NewReaderSize(countedReader{nc, &s.stats.bytesRead}, s.cfg.MaxLineBytes),
-		w:      newReplyBuffer(nc, &s.stats.bytesWritten),
 		authed: s.cfg.Token == "",
 		toks:   make([][]byte, 0, maxTokens),
 	}
@@ -257,10 +305,52 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c.head.begin = c.head.write
 	c.metaHead.c = c
 	c.metaHead.begin = c.metaHead.write
-	if sc, ok := nc.(syscall.Conn); ok {
+	return c
+}
+
+// useGoroutine makes c a connection served by a goroutine of its own, reading commands from r
+// (nc's bytes, counted) and writing to nc.
+func (c *conn) useGoroutine(nc net.Conn, r io.Reader) {
+	s := c.s
+	c.nc, c.lc = nc, nil
+	c.r = bufio.NewReaderSize(r, s.cfg.MaxLineBytes)
+	if c.w == nil {
+		c.w = newReplyBuffer(&connSink{conn: nc}, &s.stats.bytesWritten)
+	} else {
+		c.w.out = &connSink{conn: nc}
+	}
+	if sc, ok := nc.(syscall.Conn); ok && s.loops == nil {
+		// Values go from their segment file only where the server has no loops (they are for
+		// a store that checks values, which sends none from files).
 		c.sock = connSocket{countedWriter{nc, &s.stats.bytesWritten}, sc}
 	}
-	return c
+}
+
+// opened counts a connection opened.
+func (s *Server) opened() {
+	s.stats.conns.Add(1)
+	s.stats.totalConns.Add(1)
+	s.cfg.Metrics.ConnOpened("memcache")
+}
+
+// closed counts c closed and lets go of what it holds; its socket is closed already.
+func (c *conn) closed() {
+	s := c.s
+	c.w.close()
+	c.releaseReserved()
+	s.stats.conns.Add(-1)
+	s.cfg.Metrics.ConnClosed("memcache")
+	if h := s.testHooks.connClosed; h != nil {
+		h()
+	}
+}
+
+// localAddr is the connection's local address.
+func (c *conn) localAddr() net.Addr {
+	if c.lc != nil {
+		return c.lc.LocalAddr()
+	}
+	return c.nc.LocalAddr()
 }
 
 // connSocket is a connection as a store.Socket: writes and sends both count in bytes_written.
@@ -283,22 +373,21 @@ func (c *conn) wakeIfIdle() {
 // errQuit ends a connection at the client's request.
 var errQuit = errors.New("quit")
 
+// serve serves a connection just accepted.
 func (c *conn) serve() {
+	c.s.opened()
+	c.run()
+}
+
+// run reads and answers commands until the connection ends, and closes it.
+func (c *conn) run() {
 	s := c.s
-	s.stats.conns.Add(1)
-	s.stats.totalConns.Add(1)
-	s.cfg.Metrics.ConnOpened("memcache")
 	defer func() {
-		c.w.close()
 		c.nc.Close()
-		s.stats.conns.Add(-1)
-		s.cfg.Metrics.ConnClosed("memcache")
 		s.mu.Lock()
 		delete(s.mu.conns, c)
 		s.mu.Unlock()
-		if h := s.testHooks.connClosed; h != nil {
-			h()
-		}
+		c.closed()
 		s.wg.Done()
 	}()
 	for {

@@ -30,7 +30,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		rounds = 15
 	}
 	for round := range rounds {
-		srv := New(st, Config{})
+		srv := New(st, Config{Loops: testLoops})
 		ln, err := netListen()
 		if err != nil {
 			t.Fatal(err)

@@ -201,7 +201,7 @@ func (c *conn) settingsStats() {
 	if s.cfg.MaxConns > 0 {
 		c.stat("maxconns", s.cfg.MaxConns)
 	}
-	a, ok := c.nc.LocalAddr().(*net.TCPAddr)
+	a, ok := c.localAddr().(*net.TCPAddr)
 	if ok {
 		c.stat("tcpport", a.Port)
 	}

@@ -126,7 +126,7 @@ func (c *conn) storeValue(mode storeMode, key []byte, n int64, flags uint32, exp
 	if mode == modeAppend || mode == modePrepend {
 		return c.appendValue(mode, key, n, casID)
 	}
-	v, err := c.s.st.Reserve(c.s.ctx, n)
+	v, err := c.reserve(n)
 	if err != nil {
 		c.s.cfg.Metrics.Busy("memcache")
 		return 0, "SERVER_ERROR busy, try again", 0, c.swallow(n)
@@ -222,7 +222,7 @@ func (c *conn) countCAS(mode storeMode, res storeResult) {
 // keeps its flags and expiry. A missing item, or a result over the value limit, is NOT_STORED;
 // a casID other than 0 that is not the item's is EXISTS.
 func (c *conn) appendValue(mode storeMode, key []byte, n int64, casID uint64) (storeResult, string, uint64, error) {
-	v, err := c.s.st.Reserve(c.s.ctx, n)
+	v, err := c.reserve(n)
 	if err != nil {
 		c.s.cfg.Metrics.Busy("memcache")
 		return 0, "SERVER_ERROR busy, try again", 0, c.swallow(n)

@@ -125,6 +125,21 @@ func (s *Store) Reserve(ctx context.Context, n int64) (*Value, error) {
 	return &Value{s: s, n: n, held: held}, nil
 }
 
+// TryReserve is Reserve without the wait: false when the memory is not free at once (or n is
+// over the value limit).
+func (s *Store) TryReserve(n int64) (*Value, bool) {
+	if n < 0 || n > s.maxValue {
+		return nil, false
+	}
+	held := s.c.PutFromMemory(n)
+	if !s.gate.TryAcquire(held) {
+		return nil, false
+	}
+	s.inflight.Add(held)
+	s.m.InflightBytes(held)
+	return &Value{s: s, n: n, held: held}, true
+}
+
 // acquire waits for n bytes of the memory budget, up to the admission timeout.
 func (s *Store) acquire(ctx context.Context, n int64) error {
 	// The gate is rarely full: it is taken without a timer when it can be at once (TryAcquire

@@ -1,0 +1,414 @@
+//go:build linux
+
+package netloop
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/seed57392e9e/blobcache/server/netlimit"
+)
+
+// Conn is a connection served by an event loop. Its methods are for its Protocol's Serve,
+// on the loop's goroutine.
+type Conn struct {
+	l     *loop
+	p     Protocol
+	fd    int // -1 once closed or detached
+	place *netlimit.Place
+
+	local, remote net.Addr
+
+	in   []byte // in[r:w] is read and not consumed
+	r, w int
+	base int // the input buffer's size as made: a larger one (Need) is let go once drained
+
+	ph       phase
+	since    time.Time // when ph began (for phaseIdle: the last read, or the end of output)
+	consumed bool      // Serve consumed input: a request read in part is a new one
+
+	out        [][]byte    // bytes to write, in order, when the socket takes them
+	holds      []io.Closer // closed once out is written
+	spill      []byte      // the copies in out of bytes not held
+	iovecs     []unix.Iovec
+	watchOut   bool // the socket is watched for writability (out is not empty)
+	closeAfter bool // close once out is written
+}
+
+// phase is what a connection is doing, for its time limit.
+type phase uint8
+
+const (
+	phaseIdle    phase = iota // waiting for a request
+	phaseReading              // a request read in part
+	phaseWriting              // output waiting
+)
+
+// spillKeep is the most of its spill buffer a connection keeps once its output is written: a
+// larger one (a value of a megabyte copied) is given back to the collector.
+const spillKeep = 256 << 10
+
+// errClosed is what Send returns once the connection is closed.
+var errClosed = errors.New("netloop: connection closed")
+
+func newConn(nc net.Conn, bufSize int) (*Conn, error) {
+	fd, err := dupSocket(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("setsockopt", err)
+	}
+	c := &Conn{fd: fd, local: nc.LocalAddr(), remote: nc.RemoteAddr(), in: make([]byte, bufSize), base: bufSize}
+	inner, place := netlimit.Take(nc)
+	inner.Close()
+	c.place = place
+	return c, nil
+}
+
+// dupSocket returns a duplicate of c's socket (close-on-exec, non-blocking as c's is).
+func dupSocket(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, errors.ErrUnsupported
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) {
+		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, os.NewSyscallError("fcntl", derr)
+	}
+	return fd, nil
+}
+
+// LocalAddr and RemoteAddr are the connection's, as its net.Conn had them.
+func (c *Conn) LocalAddr() net.Addr  { return c.local }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// Input is the bytes read and not consumed. It is valid until Consume, Need or Serve's return.
+func (c *Conn) Input() []byte { return c.in[c.r:c.w] }
+
+// Consume marks the first n bytes of Input as used.
+func (c *Conn) Consume(n int) {
+	c.r += n
+	c.consumed = true
+}
+
+// Need makes room for Input to reach n bytes, read by the loop before Serve is called again.
+func (c *Conn) Need(n int) {
+	switch {
+	case n <= len(c.in)-c.r:
+		return
+	case n <= len(c.in):
+		c.w = copy(c.in, c.in[c.r:c.w])
+		c.r = 0
+		return
+	}
+	in := make([]byte, max(n, c.base))
+	c.w = copy(in, c.in[c.r:c.w])
+	c.r = 0
+	c.in = in
+}
+
+// Waiting reports whether output waits for the socket: Serve should return, and is called
+// again once it is written.
+func (c *Conn) Waiting() bool { return len(c.out) > 0 }
+
+// Closing reports whether the group is closing: Serve should answer no more requests.
+func (c *Conn) Closing() bool { return c.l.g.closing.Load() }
+
+// CloseAfter closes the connection once its output is written.
+func (c *Conn) CloseAfter() { c.closeAfter = true }
+
+// Send writes iov's bytes after those sent before, or keeps them to write later: held[i] (held
+// may be nil) says iov[i] stays valid until holds are closed, others are copied if they must
+// wait. holds are closed once written, or when the connection closes. Send may change iov's
+// elements. A write error is returned (the protocol should close).
+func (c *Conn) Send(iov [][]byte, held []bool, holds ...io.Closer) error {
+	if c.fd < 0 {
+		closeAll(holds)
+		return errClosed
+	}
+	if len(c.out) == 0 {
+		rest, err := c.writev(iov)
+		if err != nil || len(rest) == 0 {
+			closeAll(holds)
+			return err
+		}
+		if held != nil {
+			held = held[len(iov)-len(rest):]
+		}
+		iov = rest
+	}
+	for i, p := range iov {
+		if held == nil || !held[i] {
+			p = c.spillCopy(p)
+		}
+		c.out = append(c.out, p)
+	}
+	c.holds = append(c.holds, holds...)
+	return nil
+}
+
+func closeAll(holds []io.Closer) {
+	for _, h := range holds {
+		h.Close()
+	}
+}
+
+// spillCopy copies p into the spill buffer, which stays valid until out is written.
+func (c *Conn) spillCopy(p []byte) []byte {
+	if cap(c.spill)-len(c.spill) < len(p) {
+		// The pieces in out keep the old buffer alive.
+		c.spill = make([]byte, 0, max(2*cap(c.spill), len(p), 4<<10))
+	}
+	start := len(c.spill)
+	c.spill = append(c.spill, p...)
+	return c.spill[start:len(c.spill):len(c.spill)]
+}
+
+// Detach takes the connection out of its loop and returns it as a net.Conn (in the runtime's
+// poller, holding the connection's place in its listener's limit) with the output that waited
+// written, and the bytes of Input, which the caller reads before the connection's. On error the
+// connection is closed (Closed is called).
+func (c *Conn) Detach() (nc net.Conn, unread []byte, err error) {
+	fd := c.fd
+	out, holds := c.out, c.holds
+	c.out, c.holds = nil, nil
+	c.forget()
+	file := os.NewFile(uintptr(fd), "netloop")
+	nc, err = net.FileConn(file) // a duplicate, in the runtime's poller
+	file.Close()
+	if err == nil && len(out) > 0 {
+		b := net.Buffers(out)
+		_, err = netlimit.WriteBuffers(nc, &b)
+	}
+	closeAll(holds)
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		c.place.Release()
+		c.p.Closed(ReasonFailed)
+		return nil, nil, err
+	}
+	return netlimit.Hold(nc, c.place), c.in[c.r:c.w], nil
+}
+
+// ready serves the connection whose socket the loop was told of: it writes the output waiting,
+// or reads and serves requests.
+func (c *Conn) ready(now time.Time) {
+	if len(c.out) > 0 {
+		if !c.flush() {
+			c.drop(ReasonPeer)
+			return
+		}
+		if len(c.out) > 0 {
+			return
+		}
+		if c.closeAfter {
+			c.drop(ReasonClosed)
+			return
+		}
+		c.serve(now) // requests read with the last ones
+		return
+	}
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+		if len(c.in) > c.base {
+			c.in = make([]byte, c.base)
+		}
+	} else if c.r > 0 {
+		c.w = copy(c.in, c.in[c.r:c.w])
+		c.r = 0
+	}
+	if c.w == len(c.in) {
+		// Full, and Serve neither consumed nor asked for more: the protocol cannot go on.
+		c.drop(ReasonFailed)
+		return
+	}
+	n, err := unix.Read(c.fd, c.in[c.w:])
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return
+	case err != nil || n == 0: // an error, or the client closed its side
+		c.drop(ReasonPeer)
+		return
+	}
+	c.w += n
+	c.serve(now)
+}
+
+// serve runs the protocol on what was read, then watches the socket for what comes next.
+func (c *Conn) serve(now time.Time) {
+	c.consumed = false
+	c.p.Serve(c)
+	if c.fd < 0 {
+		return // detached or dropped
+	}
+	out := len(c.out) > 0
+	if !out && c.closeAfter {
+		c.drop(ReasonClosed)
+		return
+	}
+	if out != c.watchOut {
+		ev := uint32(readEvents)
+		if out {
+			ev = writeEvents
+		}
+		if err := unix.EpollCtl(c.l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)}); err != nil {
+			c.drop(ReasonFailed)
+			return
+		}
+		c.watchOut = out
+	}
+	ph := phaseIdle
+	switch {
+	case out:
+		ph = phaseWriting
+	case c.r < c.w:
+		ph = phaseReading
+	}
+	switch {
+	case ph == phaseIdle:
+		c.ph, c.since = ph, now
+	case ph != c.ph || c.consumed:
+		// A request began, or output: from now, not from the read before Serve, which may
+		// have run long.
+		c.ph, c.since = ph, time.Now()
+	}
+}
+
+// idle reports whether the connection waits for a request with nothing of one read.
+func (c *Conn) idle() bool { return len(c.out) == 0 && c.r == c.w }
+
+// limit is the time limit of the connection's phase, and the reason it closes past it.
+func (c *Conn) limit() (time.Duration, Reason) {
+	lim := c.l.g.lim
+	switch c.ph {
+	case phaseWriting:
+		return lim.Write, ReasonWriteTimeout
+	case phaseReading:
+		if lim.Read > 0 {
+			return lim.Read, ReasonReadTimeout
+		}
+	}
+	return lim.Idle, ReasonIdleTimeout
+}
+
+// flush writes what of out the socket takes; false on a write error.
+
+func (c *Conn) flush() bool {
+	rest, err := c.writev(c.out)
+	if err != nil {
+		return false
+	}
+	if len(rest) > 0 {
+		c.out = rest
+		return true
+	}
+	clear(c.out[:cap(c.out)])
+	c.out = c.out[:0]
+	c.closeHolds()
+	if cap(c.spill) > spillKeep {
+		c.spill = nil
+	}
+	c.spill = c.spill[:0]
+	return true
+}
+
+func (c *Conn) closeHolds() {
+	for i, h := range c.holds {
+		h.Close()
+		c.holds[i] = nil
+	}
+	c.holds = c.holds[:0]
+}
+
+// writev writes iov with one writev and returns what the socket did not take (a suffix of iov,
+// its first element cut); EAGAIN is not an error.
+func (c *Conn) writev(iov [][]byte) ([][]byte, error) {
+	for len(iov) > 0 {
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+		c.iovecs = c.iovecs[:0]
+		for _, p := range iov[:min(len(iov), 1024)] { // IOV_MAX
+			if len(p) > 0 {
+				v := unix.Iovec{Base: &p[0]}
+				v.SetLen(len(p))
+				c.iovecs = append(c.iovecs, v)
+			}
+		}
+		if len(c.iovecs) == 0 {
+			return nil, nil // nothing but empty pieces
+		}
+		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&c.iovecs[0])), uintptr(len(c.iovecs)))
+		clear(c.iovecs) // no reference to a value outlives its send
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			return iov, nil
+		case errno != 0:
+			return iov, os.NewSyscallError("writev", errno)
+		}
+		n := int(r)
+		for n > 0 && len(iov) > 0 {
+			if n < len(iov[0]) {
+				iov[0] = iov[0][n:]
+				return iov, nil // the socket took what it could
+			}
+			n -= len(iov[0])
+			iov = iov[1:]
+		}
+	}
+	return nil, nil
+}
+
+// drop closes the connection and forgets it. Only the loop's goroutine calls it.
+func (c *Conn) drop(why Reason) {
+	if c.fd < 0 {
+		return
+	}
+	fd := c.fd
+	c.forget()
+	unix.Close(fd)
+	c.place.Release()
+	c.p.Closed(why)
+}
+
+// close closes a connection its loop does not hold (never taken in, or the loop has exited).
+func (c *Conn) close(why Reason) {
+	unix.Close(c.fd)
+	c.fd = -1
+	c.place.Release()
+	c.p.Closed(why)
+}
+
+// forget takes the connection out of its loop, and gives up its output.
+func (c *Conn) forget() {
+	if c.l.conns[int32(c.fd)] == c {
+		delete(c.l.conns, int32(c.fd))
+		unix.EpollCtl(c.l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	}
+	c.fd = -1
+	clear(c.out)
+	c.out = nil
+	c.closeHolds()
+}
