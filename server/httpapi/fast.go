@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed57392e9e/blobcache/server/metrics"
 	"github.com/seed57392e9e/blobcache/server/netlimit"
+	"github.com/seed57392e9e/blobcache/server/netloop"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -46,8 +47,7 @@ type FastPath struct {
 
 	acceptErr atomic.Pointer[error]
 
-	loops  []*eventLoop // with FastConfig.Loops, from the first Accept
-	forced atomic.Bool  // Shutdown gave up waiting: loops drop their connections
+	loops *netloop.Group // with FastConfig.Loops, from the first Accept
 
 	served, handed atomic.Uint64 // requests answered, connections handed over (tests)
 	waited         atomic.Uint64 // responses an event loop kept until the socket took them (tests)
@@ -72,7 +72,7 @@ type FastConfig struct {
 // EventLoops is the number of event loops a FastPath with c runs: Loops, or none with
 // SendFromFile or where the platform has none (not Linux).
 func (c FastConfig) EventLoops() int {
-	if !haveLoops || c.SendFromFile {
+	if !netloop.Available || c.SendFromFile {
 		return 0
 	}
 	return max(c.Loops, 0)
@@ -90,7 +90,6 @@ func (h *Handler) NewFastPath(ln net.Listener, cfg FastConfig) *FastPath {
 // (out of descriptors) is retried after a pause that doubles up to a second, as net/http does.
 func (f *FastPath) acceptLoop() {
 	var pause time.Duration
-	next := 0
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
@@ -110,10 +109,7 @@ func (f *FastPath) acceptLoop() {
 			return
 		}
 		pause = 0
-		if len(f.loops) > 0 {
-			f.h.m.ConnOpened("http")
-			f.loops[next%len(f.loops)].add(c)
-			next++
+		if f.loops != nil && f.serveFromLoop(c) {
 			continue
 		}
 		fc := f.newConn(c)
@@ -166,7 +162,10 @@ func (f *FastPath) Accept() (net.Conn, error) {
 func (f *FastPath) Loops() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.loops)
+	if f.loops == nil {
+		return 0
+	}
+	return f.loops.Len()
 }
 
 // Addr is the listener's.
@@ -184,8 +183,8 @@ func (f *FastPath) Close() error {
 			c.wake()
 		}
 		f.mu.Unlock()
-		for _, l := range f.loops {
-			l.wake()
+		if f.loops != nil {
+			f.loops.Close()
 		}
 	})
 	return err
@@ -196,21 +195,24 @@ func (f *FastPath) Shutdown(ctx context.Context) error {
 	f.Close()
 	waited := make(chan struct{})
 	go func() { f.wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-		return nil
-	case <-ctx.Done():
-		f.mu.Lock()
-		for c := range f.conns {
-			c.c.Close()
-		}
-		f.mu.Unlock()
-		f.forced.Store(true)
-		for _, l := range f.loops {
-			l.wake()
-		}
-		return ctx.Err()
+	var lerr error
+	if f.loops != nil {
+		lerr = f.loops.Shutdown(ctx) // ctx's error once it dropped what was left
 	}
+	if lerr == nil {
+		select {
+		case <-waited:
+			return nil
+		case <-ctx.Done():
+			lerr = ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	for c := range f.conns {
+		c.c.Close()
+	}
+	f.mu.Unlock()
+	return lerr
 }
 
 // HandedOver reports whether c is a connection the fast path handed over to net/http (its

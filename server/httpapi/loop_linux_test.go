@@ -362,20 +362,3 @@ func TestLoopManyClients(t *testing.T) {
 			e.fast.waited.Load(), e.fast.handed.Load())
 	}
 }
-
-// TestSweepPeriod: an eighth of the shorter limit set, within [10ms, 1s]; none without limits.
-func TestSweepPeriod(t *testing.T) {
-	ms := time.Millisecond
-	for _, tc := range []struct{ idle, write, want time.Duration }{
-		{0, 0, 0},
-		{2 * time.Minute, time.Minute, time.Second},
-		{800 * ms, 0, 100 * ms},
-		{0, 800 * ms, 100 * ms},
-		{800 * ms, 400 * ms, 50 * ms},
-		{40 * ms, 0, 10 * ms},
-	} {
-		if got := sweepPeriod(tc.idle, tc.write); got != tc.want {
-			t.Errorf("sweepPeriod(%v, %v) = %v, want %v", tc.idle, tc.write, got, tc.want)
-		}
-	}
-}
