@@ -5,8 +5,10 @@ package netloop
 import (
 	"errors"
 	"io"
+	"math/bits"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -28,7 +30,7 @@ type Conn struct {
 
 	in   []byte // in[r:w] is read and not consumed
 	r, w int
-	base int // the input buffer's size as made: a larger one (Need) is let go once drained
+	own  []byte // the input buffer as made; in is a larger one from bigBuffers while Need wants it
 
 	ph       phase
 	since    time.Time // when ph began (for phaseIdle: the last read, or the end of output)
@@ -55,6 +57,29 @@ const (
 // larger one (a value of a megabyte copied) is given back to the collector.
 const spillKeep = 256 << 10
 
+// bigBuffers pools the input buffers Need makes larger than a connection's own, by size: class
+// k holds buffers of 1<<k bytes, so that a connection that reads a large request takes one for as
+// long as it holds the request, not one of its own for good, nor a new one each time.
+var bigBuffers [31]sync.Pool
+
+func getBig(n int) []byte {
+	k := bits.Len(uint(n - 1))
+	if k >= len(bigBuffers) {
+		return make([]byte, n)
+	}
+	if b, ok := bigBuffers[k].Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 1<<k)
+}
+
+func putBig(b []byte) {
+	k := bits.Len(uint(len(b) - 1))
+	if k < len(bigBuffers) && len(b) == 1<<k {
+		bigBuffers[k].Put(&b)
+	}
+}
+
 // errClosed is what Send returns once the connection is closed.
 var errClosed = errors.New("netloop: connection closed")
 
@@ -67,7 +92,8 @@ func newConn(nc net.Conn, bufSize int) (*Conn, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("setsockopt", err)
 	}
-	c := &Conn{fd: fd, local: nc.LocalAddr(), remote: nc.RemoteAddr(), in: make([]byte, bufSize), base: bufSize}
+	c := &Conn{fd: fd, local: nc.LocalAddr(), remote: nc.RemoteAddr(), own: make([]byte, bufSize)}
+	c.in = c.own
 	inner, place := netlimit.Take(nc)
 	inner.Close()
 	c.place = place
@@ -119,10 +145,19 @@ func (c *Conn) Need(n int) {
 		c.r = 0
 		return
 	}
-	in := make([]byte, max(n, c.base))
+	in := getBig(n)
 	c.w = copy(in, c.in[c.r:c.w])
 	c.r = 0
+	c.dropBig()
 	c.in = in
+}
+
+// dropBig gives a larger input buffer back to bigBuffers (the connection uses its own again).
+func (c *Conn) dropBig() {
+	if len(c.in) > len(c.own) {
+		putBig(c.in)
+	}
+	c.in = c.own
 }
 
 // Waiting reports whether output waits for the socket: Serve should return, and is called
@@ -230,9 +265,7 @@ func (c *Conn) ready(now time.Time) {
 	}
 	if c.r == c.w {
 		c.r, c.w = 0, 0
-		if len(c.in) > c.base {
-			c.in = make([]byte, c.base)
-		}
+		c.dropBig()
 	} else if c.r > 0 {
 		c.w = copy(c.in, c.in[c.r:c.w])
 		c.r = 0
@@ -388,6 +421,8 @@ func (c *Conn) drop(why Reason) {
 	}
 	fd := c.fd
 	c.forget()
+	c.r, c.w = 0, 0
+	c.dropBig()
 	unix.Close(fd)
 	c.place.Release()
 	c.p.Closed(why)

@@ -3,6 +3,11 @@
 package netloop
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -25,5 +30,210 @@ func TestSweepPeriod(t *testing.T) {
 		if got := sweepPeriod(tc.lim); got != tc.want {
 			t.Errorf("sweepPeriod(%+v) = %v, want %v", tc.lim, got, tc.want)
 		}
+	}
+}
+
+// echo is a line protocol for the tests: each line comes back; "detach" moves the connection to
+// a goroutine that answers each line with "g:" in front; "bye" closes after its answer.
+type echo struct {
+	lc     *Conn
+	closed chan Reason
+}
+
+func (e *echo) Serve(c *Conn) {
+	for !c.Waiting() {
+		in := c.Input()
+		i := bytes.IndexByte(in, '\n')
+		if i < 0 {
+			c.Need(len(in) + 1)
+			return
+		}
+		line := string(in[:i+1])
+		c.Consume(i + 1)
+		switch line {
+		case "detach\n":
+			nc, unread, err := c.Detach()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(unread)), nc))
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					io.WriteString(nc, "g:"+l)
+				}
+			}()
+			return
+		case "bye\n":
+			c.Send([][]byte{[]byte(line)}, nil)
+			c.CloseAfter()
+			return
+		}
+		if err := c.Send([][]byte{[]byte(line)}, nil); err != nil {
+			return
+		}
+	}
+}
+
+func (e *echo) Closed(why Reason) { e.closed <- why }
+
+// echoServer serves echo on a group with limits lim; closed receives each connection's Reason.
+func echoServer(t *testing.T, lim Limits) (addr string, g *Group, closed chan Reason) {
+	t.Helper()
+	g, err := NewGroup(2, lim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed = make(chan Reason, 16)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if err := g.Add(nc, 64, func(c *Conn) Protocol { return &echo{lc: c, closed: closed} }); err != nil {
+				t.Error(err)
+				nc.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return ln.Addr().String(), g, closed
+}
+
+func expectReason(t *testing.T, closed chan Reason, want Reason) {
+	t.Helper()
+	select {
+	case got := <-closed:
+		if got != want {
+			t.Fatalf("closed for reason %d, want %d", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("not closed (want reason %d)", want)
+	}
+}
+
+// TestPhases: each phase's limit closes a connection past it, measured from the phase's start,
+// and a connection that keeps sending is not idle.
+func TestPhases(t *testing.T) {
+	ms := time.Millisecond
+	addr, _, closed := echoServer(t, Limits{Idle: 300 * ms, Read: 150 * ms, Write: 5 * time.Second})
+	dial := func() (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc, bufio.NewReader(nc)
+	}
+	// Busy for longer than the idle limit: kept.
+	busy, br := dial()
+	for range 10 {
+		io.WriteString(busy, "ping\n")
+		if l, err := br.ReadString('\n'); l != "ping\n" {
+			t.Fatalf("echo: %q %v", l, err)
+		}
+		time.Sleep(60 * ms)
+	}
+	select {
+	case why := <-closed:
+		t.Fatalf("a busy connection closed (reason %d)", why)
+	default:
+	}
+	// The client closes: ReasonPeer.
+	busy.Close()
+	expectReason(t, closed, ReasonPeer)
+	// A line begun and not ended: the read limit.
+	part, _ := dial()
+	io.WriteString(part, "half a li")
+	expectReason(t, closed, ReasonReadTimeout)
+	// Nothing sent: the idle limit.
+	start := time.Now()
+	dial()
+	expectReason(t, closed, ReasonIdleTimeout)
+	if el := time.Since(start); el < 300*ms {
+		t.Fatalf("closed idle after %v, before the limit", el)
+	}
+	// The protocol closes: ReasonClosed.
+	bye, br := dial()
+	io.WriteString(bye, "bye\n")
+	if l, _ := br.ReadString('\n'); l != "bye\n" {
+		t.Fatalf("bye: %q", l)
+	}
+	expectReason(t, closed, ReasonClosed)
+}
+
+// TestDetach: a detached connection keeps its order: what was read and not consumed comes first,
+// and Closed is not called for it.
+func TestDetach(t *testing.T) {
+	addr, _, closed := echoServer(t, Limits{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	io.WriteString(nc, "a\ndetach\nb\nc\n")
+	io.WriteString(nc, "d\n")
+	want := "a\ng:b\ng:c\ng:d\n"
+	got := make([]byte, len(want))
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	select {
+	case why := <-closed:
+		t.Fatalf("Closed called for a detached connection (reason %d)", why)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// TestShutdownFinishesRequests: Shutdown closes idle connections at once and lets one reading a
+// request finish it (its answer written) before it closes.
+func TestShutdownFinishesRequests(t *testing.T) {
+	addr, g, closed := echoServer(t, Limits{})
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	part, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Close()
+	io.WriteString(part, "unfinish")
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(context.Background()) }()
+	expectReason(t, closed, ReasonShutdown) // the idle one
+	io.WriteString(part, "ed\n")
+	br := bufio.NewReader(part)
+	part.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := br.ReadString('\n'); l != "unfinished\n" {
+		t.Fatalf("the request begun before Shutdown: %q %v", l, err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return")
 	}
 }
