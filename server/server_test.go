@@ -450,43 +450,38 @@ func TestNotify(t *testing.T) {
 	}
 }
 
-// TestLoopsByDefault: on Linux the HTTP fast path and the memcached front end run on event
-// loops, each one per P the process had, and GOMAXPROCS gains as many Ps once, however many
-// servers are made.
-func TestLoopsByDefault(t *testing.T) {
+// TestLoopsWhenAsked: on Linux the HTTP fast path and the memcached front end run as many event
+// loops as HTTPLoops and MemcacheLoops ask, and GOMAXPROCS gains as many Ps once, however many
+// servers are made; by default they run none.
+func TestLoopsWhenAsked(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("event loops are Linux's")
 	}
 	base := baseProcs()
-	for range 2 {
-		s, _ := start(t, testConfig(t))
+	loops := func(s *Server) (h, m int) {
+		t.Helper()
 		if code, _, _ := httpDo(t, "GET", "http://"+s.HTTPAddr()+"/v1/blobs/none", nil); code != http.StatusNotFound {
 			t.Fatalf("GET: %d", code)
 		}
-		if got := s.httpFast.Loops(); got != base { // started by the first Accept, before the GET's answer
-			t.Fatalf("%d event loops, want %d", got, base)
-		}
-		mc := gomemcache.New(s.MemcacheAddr())
-		if _, err := mc.Get("none"); err != gomemcache.ErrCacheMiss {
+		if _, err := gomemcache.New(s.MemcacheAddr()).Get("none"); err != gomemcache.ErrCacheMiss {
 			t.Fatalf("memcached get: %v", err)
 		}
-		if got := s.mc.EventLoops(); got != base { // started by Serve, before the get's answer
-			t.Fatalf("%d memcached event loops, want %d", got, base)
+		// Both started before their first answer: by the first Accept, by Serve.
+		return s.httpFast.Loops(), s.mc.EventLoops()
+	}
+	s, _ := start(t, testConfig(t))
+	if h, m := loops(s); h != 0 || m != 0 {
+		t.Fatalf("%d HTTP and %d memcached event loops by default, want none", h, m)
+	}
+	for range 2 {
+		cfg := testConfig(t)
+		cfg.HTTPLoops, cfg.MemcacheLoops = base, base
+		s, _ := start(t, cfg)
+		if h, m := loops(s); h != base || m != base {
+			t.Fatalf("%d HTTP and %d memcached event loops, want %d each", h, m, base)
 		}
 	}
 	if got := runtime.GOMAXPROCS(0); got != 3*base {
 		t.Fatalf("GOMAXPROCS %d, want %d", got, 3*base)
-	}
-	cfg := testConfig(t)
-	cfg.HTTPLoops, cfg.MemcacheLoops = -1, -1
-	s, _ := start(t, cfg)
-	if s.httpFast.Loops() != 0 {
-		t.Fatalf("%d event loops with HTTPLoops -1", s.httpFast.Loops())
-	}
-	if _, err := gomemcache.New(s.MemcacheAddr()).Get("none"); err != gomemcache.ErrCacheMiss {
-		t.Fatalf("memcached get: %v", err)
-	}
-	if n := s.mc.EventLoops(); n != 0 {
-		t.Fatalf("%d memcached event loops with MemcacheLoops -1", n)
 	}
 }

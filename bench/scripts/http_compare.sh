@@ -15,7 +15,10 @@
 # at the same load rather than each at its own saturation. With MCBENCH naming an mcbench binary
 # (`cd bench && go build ./cmd/mcbench`), each round also runs `mcbench httpnull`, a net/http
 # server that stores nothing and answers every GET with SIZE fixed bytes: what the Go runtime and
-# net/http cost, apart from the cache. Needs nginx (Debian nginx-light) and wrk.
+# net/http cost, apart from the cache. With CGROUP_MEM (e.g. 800M), each server runs in a memory
+# cgroup of that limit, which the page cache it fills counts against as well as its own memory
+# (as memaslap_cell.sh's): with more data than that, both read from the device. Needs nginx
+# (Debian nginx-light) and wrk.
 set -euo pipefail
 size=$1 keys=$2 secs=$3 rounds=${4:-3}
 work=${WORK:-/var/tmp/httpcmp}
@@ -67,14 +70,25 @@ request = function()
 end
 LUA
 }
+confined() { # command...: runs it in the memory cgroup of CGROUP_MEM, if set
+  if [ -n "${CGROUP_MEM:-}" ]; then
+    local cg=/sys/fs/cgroup/http-compare
+    [ -d /sys/fs/cgroup/memory ] && cg=/sys/fs/cgroup/memory/http-compare
+    mkdir -p $cg
+    if [ -f $cg/memory.max ]; then echo "$(numfmt --from=iec "$CGROUP_MEM")" > $cg/memory.max
+    else echo "$(numfmt --from=iec "$CGROUP_MEM")" > $cg/memory.limit_in_bytes; fi
+    echo $BASHPID > $cg/cgroup.procs
+  fi
+  exec "$@"
+}
 start_blobcache() { # [flags, default $SERVE_FLAGS]
-  "$work/blobcache" serve --dir "$work/data" --http 127.0.0.1:$bcport --memcache "" --log-level warn ${1-${SERVE_FLAGS:-}} >> "$work/serve.log" 2>&1 &
+  (confined "$work/blobcache" serve --dir "$work/data" --http 127.0.0.1:$bcport --memcache "" --log-level warn ${1-${SERVE_FLAGS:-}}) >> "$work/serve.log" 2>&1 &
   bcpid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$bcport/healthz" > /dev/null && return; sleep 0.1; done
   echo "blobcache did not start" >&2; exit 1
 }
 # Load blobcache once, over one keep-alive connection.
-start_blobcache
+CGROUP_MEM= start_blobcache
 python3 - "$work/files" "$keys" "$bcport" <<'PY'
 import http.client, os, sys
 d, n, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -114,7 +128,7 @@ for r in $(seq "$rounds"); do
     kill $bcpid; wait $bcpid 2> /dev/null || true
   fi
   drop
-  nginx -c "$work/nginx/nginx.conf"
+  (confined nginx -c "$work/nginx/nginx.conf")
   sleep 0.3
   run nginx "http://127.0.0.1:$ngport" /key-
   kill "$(cat "$work/nginx/nginx.pid")"; sleep 0.3
