@@ -532,3 +532,39 @@ func flipValueBit(t *testing.T, dir, key string, at int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestResident: Resident says a Get would read no file exactly when the key is absent, in the
+// write buffer, or held by the memory tier; it counts nothing.
+func TestResident(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMemorySize(64<<20))...)
+	defer c.Close()
+	v := value("k", 1, 50<<10)
+	if !c.Resident([]byte("k")) {
+		t.Fatal("an absent key is not resident (a miss reads nothing)")
+	}
+	if err := c.Put([]byte("k"), v); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Resident([]byte("k")) {
+		t.Fatal("a key in the write buffer is not resident")
+	}
+	c.Drain()
+	before := c.Stats()
+	if c.Resident([]byte("k")) {
+		t.Fatal("a key only in its segment (never read, so not in the memory tier) is resident")
+	}
+	if after := c.Stats(); after.Hits != before.Hits || after.Misses != before.Misses || after.MemoryHits != before.MemoryHits {
+		t.Fatalf("Resident counted: %+v, then %+v", before, after)
+	}
+	warm(t, c, "k", v)
+	if !c.Resident([]byte("k")) {
+		t.Fatal("a key the memory tier holds is not resident")
+	}
+	if err := c.Delete([]byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	if !c.Resident([]byte("k")) {
+		t.Fatal("a deleted key is not resident (a miss reads nothing)")
+	}
+}

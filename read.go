@@ -158,6 +158,30 @@ func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uin
 	return nil, false
 }
 
+// Resident reports whether a Get of key would be answered without reading a file: the key is
+// absent (the bloom filter or the index says so), its newest record is in the write buffer, or
+// the memory tier holds that record. It counts nothing and reads nothing. The answer may be out
+// of date as soon as it is returned (a write or an eviction meanwhile), so it is a hint of where
+// to run a read (a server's event loop, or a goroutine that may wait for the device), never a
+// promise about the read.
+func (c *Cache) Resident(key []byte) bool {
+	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
+		return true
+	}
+	h := record.KeyHash(key)
+	if !c.bloom.Load().Test(bloomHash(h)) {
+		return true
+	}
+	if _, ok := c.unflushed.lookup(h, key); ok {
+		return true
+	}
+	loc, _, ok := c.idx.Lookup(h)
+	if !ok {
+		return true
+	}
+	return c.mem != nil && c.mem.Holds(h, memTag(loc), key)
+}
+
 // MayContain sets out[i] to whether the cache may hold a blob under keys[i]: false is certain
 // (the bloom filter rejects the key, and no I/O was needed), true needs a lookup (a Get). The
 // keys are hashed and probed a batch at a time so that the filter's memory loads overlap (see

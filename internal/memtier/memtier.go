@@ -136,6 +136,17 @@ func (t *Tier) Get(h, tag uint64, key []byte) *Entry {
 	return e
 }
 
+// Holds reports whether the tier holds the entry of key (hash h) for the record tagged tag. It
+// takes no reference and notes no hit.
+func (t *Tier) Holds(h, tag uint64, key []byte) bool {
+	s := t.shard(h)
+	s.mu.RLock()
+	e := s.m[h]
+	ok := e != nil && e.Tag == tag && bytes.Equal(e.Key, key)
+	s.mu.RUnlock()
+	return ok
+}
+
 // CopyTo copies the value bytes [off, off+len(p)) of the entry of key (hash h) for the record
 // tagged tag into p, and returns how many it copied, the entry's header, and whether the tier
 // holds the entry. The copy is made under the shard's read lock, which keeps the entry from

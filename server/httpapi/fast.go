@@ -51,6 +51,7 @@ type FastPath struct {
 
 	served, handed atomic.Uint64 // requests answered, connections handed over (tests)
 	waited         atomic.Uint64 // responses an event loop kept until the socket took them (tests)
+	parks          atomic.Uint64 // requests an event loop answered on a goroutine (tests)
 }
 
 // FastConfig has the limits net/http would apply, as http.Server's fields of the same names.

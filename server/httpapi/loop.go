@@ -26,6 +26,17 @@ type loopConn struct {
 	left     int  // the bytes of Input the last Serve left: more arrived if Input is longer
 	answered bool // a request was answered since the last read
 	held     []bool
+
+	// A request answered on a goroutine while the connection is parked (a read that may wait
+	// for the device, as in the memcached front end's loop.go): its response is gathered here.
+	parked struct {
+		active, ok, closeAfter bool
+		n                      int // the request's bytes
+		iov                    [][]byte
+		held                   []bool
+		holds                  []io.Closer
+	}
+	collecting bool // send gathers into parked
 }
 
 // startLoops starts n loops; the accept loop then gives them its connections.
@@ -60,6 +71,20 @@ func (c *loopConn) started(time.Time) {}
 // send is transport's: the loop's connection writes what the socket takes at once and keeps the
 // rest, the last piece by reference when it is held.
 func (c *loopConn) send(iov [][]byte, hold io.Closer) error {
+	if c.collecting {
+		p := &c.parked
+		for i, b := range iov {
+			h := hold != nil && i == len(iov)-1
+			if !h {
+				b = bytes.Clone(b)
+			}
+			p.iov, p.held = append(p.iov, b), append(p.held, h)
+		}
+		if hold != nil {
+			p.holds = append(p.holds, hold)
+		}
+		return nil
+	}
 	if hold == nil {
 		return c.lc.Send(iov, nil)
 	}
@@ -71,6 +96,9 @@ func (c *loopConn) send(iov [][]byte, hold io.Closer) error {
 // Serve is netloop.Protocol's: it answers the whole requests read until one's response has to
 // wait.
 func (c *loopConn) Serve(lc *netloop.Conn) {
+	if c.parked.active && !c.resume() {
+		return
+	}
 	if len(lc.Input()) > c.left {
 		c.answered = false // a read brought more
 	}
@@ -94,6 +122,10 @@ func (c *loopConn) Serve(lc *netloop.Conn) {
 			c.handOver()
 			return
 		}
+		if !c.f.h.st.Resident(c.req.key) {
+			c.park(n)
+			return
+		}
 		ok, closeAfter := c.respond(), c.req.close
 		c.req = fastRequest{} // no reference into the buffer outlives the request
 		lc.Consume(n)
@@ -108,8 +140,51 @@ func (c *loopConn) Serve(lc *netloop.Conn) {
 	}
 }
 
+// park answers the request (of n bytes) on a goroutine of its own, the connection parked
+// meanwhile: its blob is not in memory, and reading it may wait for the device, which would hold
+// the loop's other connections.
+func (c *loopConn) park(n int) {
+	c.f.parks.Add(1)
+	c.parked.active, c.parked.n = true, n
+	c.collecting = true
+	c.lc.Park()
+	go func() {
+		c.parked.ok, c.parked.closeAfter = c.respond(), c.req.close
+		c.req = fastRequest{}
+		c.lc.Resume()
+	}()
+}
+
+// resume takes up a connection whose parked request is answered: the response goes out (or
+// waits) as any other. false if the connection is to close.
+func (c *loopConn) resume() bool {
+	p, lc := &c.parked, c.lc
+	c.collecting = false
+	lc.Consume(p.n)
+	c.answered = true
+	err := lc.Send(p.iov, p.held, p.holds...)
+	clear(p.iov)
+	clear(p.holds)
+	p.iov, p.held, p.holds = p.iov[:0], p.held[:0], p.holds[:0]
+	p.active = false
+	if lc.Waiting() {
+		c.f.waited.Add(1)
+	}
+	if err != nil || !p.ok || p.closeAfter {
+		lc.CloseAfter()
+		return false
+	}
+	return true
+}
+
 // Closed is netloop.Protocol's.
-func (c *loopConn) Closed(netloop.Reason) { c.f.h.m.ConnClosed("http") }
+func (c *loopConn) Closed(netloop.Reason) {
+	for _, h := range c.parked.holds {
+		h.Close() // a parked response, never written
+	}
+	c.parked.holds = nil
+	c.f.h.m.ConnClosed("http")
+}
 
 // handOver gives the connection, with the bytes read and not answered, to net/http.
 func (c *loopConn) handOver() {

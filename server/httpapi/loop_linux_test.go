@@ -362,3 +362,46 @@ func TestLoopManyClients(t *testing.T) {
 			e.fast.waited.Load(), e.fast.handed.Load())
 	}
 }
+
+// TestLoopParksDeviceReads: a GET of a blob not in memory is answered on a goroutine while its
+// connection is parked, in order with the requests pipelined around it; a blob the memory tier
+// holds is answered on the loop.
+func TestLoopParksDeviceReads(t *testing.T) {
+	for _, tier := range []bool{false, true} {
+		var opts []blobcache.Option
+		if tier {
+			opts = append(opts, blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
+		}
+		e := newFastEnv(t, FastConfig{Loops: 1}, store.Config{}, Config{}, opts...)
+		big := bytes.Repeat([]byte("p"), 300_000)
+		e.put("a", []byte("hello"))
+		e.put("big", big)
+		e.c.Drain() // on disk: out of the write buffer
+		before := e.fast.parks.Load()
+		req := func(k string) string { return "GET /v1/blobs/" + k + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+		c := sendRaw(t, e.srv.Listener.Addr().String(), req("a")+req("none")+req("big")+req("a"))
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for i, want := range []struct {
+			code int
+			body []byte
+		}{{200, []byte("hello")}, {404, nil}, {200, big}, {200, []byte("hello")}} {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("tier %v, response %d: %v", tier, i, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want.code || (want.body != nil && !bytes.Equal(body, want.body)) {
+				t.Fatalf("tier %v, response %d: %d, %d bytes", tier, i, resp.StatusCode, len(body))
+			}
+		}
+		parks := e.fast.parks.Load() - before
+		if !tier && parks != 3 {
+			t.Fatalf("%d requests parked, want the 3 of blobs on disk", parks)
+		}
+		if tier && parks != 0 {
+			t.Fatalf("%d requests parked with the blobs in memory", parks)
+		}
+	}
+}

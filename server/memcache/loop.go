@@ -59,6 +59,11 @@ func (s *Server) newLoopConn(lc *netloop.Conn) *conn {
 
 // Serve is netloop.Protocol's: it runs the whole commands read, and writes their answers.
 func (c *conn) Serve(lc *netloop.Conn) {
+	if c.parked.active {
+		if !c.resume() {
+			return
+		}
+	}
 	if n := len(lc.Input()); n > c.counted {
 		c.s.stats.bytesRead.Add(uint64(n - c.counted)) // bytes_read counts bytes as they arrive
 		c.counted = n
@@ -87,6 +92,10 @@ func (c *conn) Serve(lc *netloop.Conn) {
 			}
 			return
 		}
+		if c.mayWait(in[:need]) {
+			c.park(in[:need])
+			return
+		}
 		c.in.b, c.in.off = in, 0
 		err := c.command()
 		lc.Consume(c.in.off)
@@ -94,17 +103,7 @@ func (c *conn) Serve(lc *netloop.Conn) {
 		c.in.b = nil
 		c.releaseReserved()
 		if err != nil {
-			if err != errQuit && !isNetErr(err) {
-				c.s.log.Debug("memcache connection closed", "remote", lc.RemoteAddr(), "err", err)
-			}
-			if errors.Is(err, errShort) {
-				c.s.log.Error("memcache: a command read past the bytes its loop framed", "err", err)
-			}
-			if c.w.Flush() == nil && err != errQuit {
-				c.detach(true)
-			} else {
-				lc.CloseAfter()
-			}
+			c.closeOnError(err)
 			return
 		}
 	}
@@ -113,11 +112,154 @@ func (c *conn) Serve(lc *netloop.Conn) {
 	}
 }
 
+// closeOnError ends the connection after a command's error: its answer (an error line) is
+// written, and the connection closed (for errQuit), or moved to a goroutine that lingers for the
+// client's last bytes before it closes (lingerClose).
+func (c *conn) closeOnError(err error) {
+	lc := c.lc
+	if err != errQuit && !isNetErr(err) {
+		c.s.log.Debug("memcache connection closed", "remote", lc.RemoteAddr(), "err", err)
+	}
+	if errors.Is(err, errShort) {
+		c.s.log.Error("memcache: a command read past the bytes its loop framed", "err", err)
+	}
+	if c.w.Flush() == nil && err != errQuit {
+		c.detach(true)
+	} else {
+		lc.CloseAfter()
+	}
+}
+
+// Device reads (Park): a retrieval whose values are not all in memory (Store.Resident) may wait
+// for the device, which would hold the loop's other connections: it runs on a goroutine of its
+// own, its answer gathered (collectSink), while the loop serves the rest; once it is done the
+// loop writes the answer and goes on with the connection's next command.
+
+// parkedCommand is a command running on a goroutine while its connection is parked.
+type parkedCommand struct {
+	active bool        // parked, or done and not yet taken up by Serve
+	cmd    []byte      // the command's bytes, at the front of the loop's input
+	used   int         // the bytes the command read
+	err    error       // what the command returned
+	out    collectSink // its answer
+}
+
+// mayWait reports whether the command in cmd (its line first) is a retrieval of a value the
+// store would read from the device.
+func (c *conn) mayWait(cmd []byte) bool {
+	if !c.authed || len(cmd) < 4 {
+		return false
+	}
+	var keys int
+	switch {
+	case bytes.HasPrefix(cmd, []byte("get ")), bytes.HasPrefix(cmd, []byte("gets ")):
+		keys = 1
+	case bytes.HasPrefix(cmd, []byte("gat ")), bytes.HasPrefix(cmd, []byte("gats ")):
+		keys = 2
+	case bytes.HasPrefix(cmd, []byte("mg ")):
+		keys = 1
+	default:
+		return false
+	}
+	line := trimEOL(cmd[:bytes.IndexByte(cmd, '\n')+1])
+	toks := split(line, c.toks[:0])
+	c.toks = toks[:0]
+	if toks[0][0] == 'm' {
+		if len(toks) < 2 {
+			return false
+		}
+		for _, f := range toks[2:] {
+			if len(f) > 0 && f[0] == 'b' {
+				return true // a base64 key: not decoded here, so not known to be in memory
+			}
+		}
+		toks = toks[:2]
+	}
+	for _, k := range toks[min(keys, len(toks)):] {
+		if !c.s.st.Resident(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// park runs the command in cmd on a goroutine of its own, the connection parked meanwhile.
+func (c *conn) park(cmd []byte) {
+	c.s.parks.Add(1)
+	p := &c.parked
+	p.active, p.cmd = true, cmd
+	c.w.out = &p.out
+	c.lc.Park()
+	go func() {
+		c.in.b, c.in.off = p.cmd, 0
+		p.err = c.command()
+		p.used = c.in.off
+		c.in.b = nil
+		c.releaseReserved()
+		if p.err == nil {
+			p.err = c.w.Flush() // into out
+		}
+		c.lc.Resume()
+	}()
+}
+
+// resume takes up a connection whose parked command is done: it consumes the command's bytes and
+// writes its answer. false if the connection ends.
+func (c *conn) resume() bool {
+	p, lc := &c.parked, c.lc
+	lc.Consume(p.used)
+	c.counted -= p.used
+	c.w.out = loopSink{lc}
+	err := p.err
+	if serr := lc.Send(p.out.iov, p.out.held, p.out.holds...); serr != nil && err == nil {
+		err = serr
+	}
+	p.out.reset()
+	p.active, p.cmd, p.err = false, nil, nil
+	if err != nil {
+		c.closeOnError(err)
+		return false
+	}
+	return true
+}
+
+// collectSink is a replySink that gathers what is sent: held values by reference, the rest
+// copied.
+type collectSink struct {
+	iov   [][]byte
+	held  []bool
+	holds []io.Closer
+}
+
+func (s *collectSink) send(iov [][]byte, held []bool, holds []io.Closer) (int64, error) {
+	var n int64
+	for i, p := range iov {
+		h := held != nil && held[i]
+		if !h {
+			p = bytes.Clone(p)
+		}
+		s.iov, s.held = append(s.iov, p), append(s.held, h)
+		n += int64(len(p))
+	}
+	s.holds = append(s.holds, holds...)
+	return n, nil
+}
+
+func (s *collectSink) reset() {
+	clear(s.iov)
+	clear(s.holds)
+	s.iov, s.held, s.holds = s.iov[:0], s.held[:0], s.holds[:0]
+}
+
 // Closed is netloop.Protocol's.
 func (c *conn) Closed(why netloop.Reason) {
 	if why == netloop.ReasonIdleTimeout {
 		c.s.stats.idleKicks.Add(1)
 	}
+	for _, h := range c.parked.out.holds {
+		h.Close() // a parked command's answer, never written
+	}
+	c.parked.out.reset()
 	c.closed()
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed57392e9e/blobcache"
 	"github.com/seed57392e9e/blobcache/server/netloop"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
@@ -242,5 +243,55 @@ func TestLoopClosedMidBlock(t *testing.T) {
 	io.WriteString(c2, "get gone\r\n")
 	if line, _ := bufio.NewReader(c2).ReadString('\n'); line != "END\r\n" {
 		t.Fatalf("a block cut short was stored: %q", line)
+	}
+}
+
+// TestLoopParksDeviceReads: a get whose values are not in memory runs on a goroutine while its
+// connection is parked, and its answer comes in order with those of the commands around it; a
+// get of values the memory tier holds runs on the loop.
+func TestLoopParksDeviceReads(t *testing.T) {
+	for _, tier := range []bool{false, true} {
+		opts := testOptions()
+		if tier {
+			opts = append(opts, blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
+		}
+		e := newEnvWith(t, Config{Loops: 2}, store.Config{}, opts)
+		nc := e.dial()
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		big := bytes.Repeat([]byte("b"), 200_000)
+		fmt.Fprintf(nc, "set a 1 0 1\r\na\r\nset big 2 0 %d\r\n%s\r\n", len(big), big)
+		for range 2 {
+			if l, err := br.ReadString('\n'); l != "STORED\r\n" {
+				t.Fatalf("set: %q %v", l, err)
+			}
+		}
+		e.c.Drain() // on disk: not in the write buffer any more
+		before := e.srv.parks.Load()
+		io.WriteString(nc, "get a\r\nmn\r\nget nope big a\r\nmg a v\r\nmn\r\n")
+		want := fmt.Sprintf("VALUE a 1 1\r\na\r\nEND\r\nMN\r\nVALUE big 2 %d\r\n%s\r\nVALUE a 1 1\r\na\r\nEND\r\nVA 1\r\na\r\nMN\r\n", len(big), big)
+		got := make([]byte, len(want))
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+			t.Fatalf("tier %v: got %.300q, %v", tier, got, err)
+		}
+		parks := e.srv.parks.Load() - before
+		switch {
+		case !netloop.Available:
+		case !tier && parks != 3:
+			t.Fatalf("%d commands parked, want the 3 retrievals", parks)
+		case tier && parks != 0:
+			t.Fatalf("%d commands parked with the values in memory", parks)
+		}
+		// A client gone while its get is parked: nothing leaks, the server goes on.
+		gone := e.dial()
+		io.WriteString(gone, "get big\r\n")
+		gone.Close()
+		io.WriteString(nc, "get a\r\n")
+		if l, err := br.ReadString('\n'); l != "VALUE a 1 1\r\n" {
+			t.Fatalf("after a client left mid-get: %q %v", l, err)
+		}
+		br.ReadString('\n')
+		br.ReadString('\n')
 	}
 }

@@ -92,6 +92,10 @@ type Server struct {
 		connClosed func()
 	}
 
+	// parks counts the commands loops ran on goroutines of their own (loop.go: a read that may
+	// wait for the device); for tests.
+	parks atomic.Uint64
+
 	// verbosity is the level the last verbosity command set; it is only reported.
 	verbosity atomic.Uint32
 
@@ -243,7 +247,8 @@ type conn struct {
 	lc      *netloop.Conn // an event loop's
 	r       cmdReader     // a bufio.Reader of nc, or &in
 	in      inputReader   // the bytes an event loop read (loop.go)
-	counted int           // of the loop\'s input, the bytes counted in bytes_read
+	counted int
+	parked  parkedCommand // a command run on a goroutine while the loop serves others (loop.go)           // of the loop\'s input, the bytes counted in bytes_read
 	w       *replyBuffer
 	// sock is nc for values sent from segment files (store.Send); nil if nc cannot take them.
 	sock store.Socket

@@ -40,9 +40,26 @@ type Conn struct {
 	holds      []io.Closer // closed once out is written
 	spill      []byte      // the copies in out of bytes not held
 	iovecs     []unix.Iovec
-	watchOut   bool // the socket is watched for writability (out is not empty)
-	closeAfter bool // close once out is written
+	events     uint32 // what the socket is watched for
+	closeAfter bool   // close once out is written
+
+	// Park's state, guarded by the loop's mu: the connection is parked (a request runs
+	// elsewhere), its Resume is queued for the loop, or it was closed while parked (Resume then
+	// calls Closed, with parkWhy).
+	park    parkState
+	parkWhy Reason
+	parking bool // Park was called and the loop has not taken the Resume: the loop's own copy
 }
+
+// parkState is where a parked connection is.
+type parkState uint8
+
+const (
+	notParked   parkState = iota
+	parked                // Park was called, Resume not yet
+	resumed               // Resume was called; the loop has not served the connection since
+	parkDropped           // closed while parked: Resume calls Closed
+)
 
 // phase is what a connection is doing, for its time limit.
 type phase uint8
@@ -51,6 +68,7 @@ const (
 	phaseIdle    phase = iota // waiting for a request
 	phaseReading              // a request read in part
 	phaseWriting              // output waiting
+	phaseParked               // a request runs elsewhere (Park): no limit
 )
 
 // spillKeep is the most of its spill buffer a connection keeps once its output is written: a
@@ -160,6 +178,36 @@ func (c *Conn) dropBig() {
 	c.in = c.own
 }
 
+// Park stops serving the connection until Resume: the loop reads nothing from it, does not call
+// Serve and applies no time limit meanwhile (output that waits is still written). It is for a
+// request that may wait (a read from the device): Serve parks the connection, runs the request
+// on a goroutine of its own, and returns; the goroutine calls Resume when done, and the loop
+// calls Serve again. Input is left as it is until then.
+func (c *Conn) Park() {
+	c.parking = true
+	c.l.mu.Lock()
+	c.park = parked
+	c.l.mu.Unlock()
+}
+
+// Resume ends Park; any goroutine may call it, once per Park. If the connection was closed
+// meanwhile (Shutdown gave up waiting), Resume calls the protocol's Closed instead, on its own
+// goroutine.
+func (c *Conn) Resume() {
+	l := c.l
+	l.mu.Lock()
+	if c.park == parkDropped {
+		c.park = notParked
+		l.mu.Unlock()
+		c.p.Closed(c.parkWhy)
+		return
+	}
+	c.park = resumed
+	l.resumed = append(l.resumed, c)
+	l.mu.Unlock()
+	l.wake()
+}
+
 // Waiting reports whether output waits for the socket: Serve should return, and is called
 // again once it is written.
 func (c *Conn) Waiting() bool { return len(c.out) > 0 }
@@ -256,11 +304,19 @@ func (c *Conn) ready(now time.Time) {
 		if len(c.out) > 0 {
 			return
 		}
+		if c.ph == phaseParked {
+			c.watch(0) // nothing until Resume
+			return
+		}
 		if c.closeAfter {
 			c.drop(ReasonClosed)
 			return
 		}
 		c.serve(now) // requests read with the last ones
+		return
+	}
+	if c.ph == phaseParked {
+		c.watch(0)
 		return
 	}
 	if c.r == c.w {
@@ -295,20 +351,27 @@ func (c *Conn) serve(now time.Time) {
 		return // detached or dropped
 	}
 	out := len(c.out) > 0
+	if c.parking {
+		ev := uint32(0)
+		if out {
+			ev = writeEvents
+		}
+		if !c.watch(ev) {
+			return
+		}
+		c.ph = phaseParked
+		return
+	}
 	if !out && c.closeAfter {
 		c.drop(ReasonClosed)
 		return
 	}
-	if out != c.watchOut {
-		ev := uint32(readEvents)
-		if out {
-			ev = writeEvents
-		}
-		if err := unix.EpollCtl(c.l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)}); err != nil {
-			c.drop(ReasonFailed)
-			return
-		}
-		c.watchOut = out
+	ev := uint32(readEvents)
+	if out {
+		ev = writeEvents
+	}
+	if !c.watch(ev) {
+		return
 	}
 	ph := phaseIdle
 	switch {
@@ -327,8 +390,22 @@ func (c *Conn) serve(now time.Time) {
 	}
 }
 
+// watch sets the events the socket is watched for; false if it cannot (the connection is then
+// dropped).
+func (c *Conn) watch(ev uint32) bool {
+	if ev == c.events {
+		return true
+	}
+	if err := unix.EpollCtl(c.l.ep, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)}); err != nil {
+		c.drop(ReasonFailed)
+		return false
+	}
+	c.events = ev
+	return true
+}
+
 // idle reports whether the connection waits for a request with nothing of one read.
-func (c *Conn) idle() bool { return len(c.out) == 0 && c.r == c.w }
+func (c *Conn) idle() bool { return len(c.out) == 0 && c.r == c.w && !c.parking }
 
 // limit is the time limit of the connection's phase, and the reason it closes past it.
 func (c *Conn) limit() (time.Duration, Reason) {
@@ -336,6 +413,8 @@ func (c *Conn) limit() (time.Duration, Reason) {
 	switch c.ph {
 	case phaseWriting:
 		return lim.Write, ReasonWriteTimeout
+	case phaseParked:
+		return 0, 0
 	case phaseReading:
 		if lim.Read > 0 {
 			return lim.Read, ReasonReadTimeout
@@ -421,10 +500,20 @@ func (c *Conn) drop(why Reason) {
 	}
 	fd := c.fd
 	c.forget()
-	c.r, c.w = 0, 0
-	c.dropBig()
 	unix.Close(fd)
 	c.place.Release()
+	c.l.mu.Lock()
+	if c.park == parked {
+		// The request running elsewhere still uses the connection's protocol (and its input):
+		// Resume calls Closed.
+		c.park, c.parkWhy = parkDropped, why
+		c.l.mu.Unlock()
+		return
+	}
+	c.park = notParked
+	c.l.mu.Unlock()
+	c.r, c.w = 0, 0
+	c.dropBig()
 	c.p.Closed(why)
 }
 

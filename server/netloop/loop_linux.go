@@ -42,9 +42,10 @@ type loop struct {
 	ep    int // the epoll instance
 	wakeF int // an eventfd: a connection added, or the group closing
 
-	mu     sync.Mutex
-	added  []*Conn // accepted, for the loop to take
-	exited bool    // the loop returned: added takes no more
+	mu      sync.Mutex
+	added   []*Conn // accepted, for the loop to take
+	resumed []*Conn // parked connections whose request is done (Conn.Resume)
+	exited  bool    // the loop returned: added takes no more
 
 	conns map[int32]*Conn
 	swept time.Time
@@ -177,6 +178,7 @@ func (l *loop) run() {
 				var b [8]byte
 				unix.Read(l.wakeF, b[:])
 				l.takeAdded(now)
+				l.takeResumed(now)
 				continue
 			}
 			if c := l.conns[ev.Fd]; c != nil {
@@ -212,6 +214,11 @@ func (l *loop) exit() {
 	l.exited = true
 	added := l.added
 	l.added = nil
+	resumed := l.resumed
+	l.resumed = nil
+	for _, c := range resumed {
+		c.park = notParked // done elsewhere: dropped below as any other
+	}
 	l.mu.Unlock()
 	for _, c := range added {
 		c.close(ReasonShutdown)
@@ -220,6 +227,25 @@ func (l *loop) exit() {
 		c.drop(ReasonShutdown)
 	}
 	l.closeFds()
+}
+
+// takeResumed serves again the connections whose parked request is done.
+func (l *loop) takeResumed(now time.Time) {
+	l.mu.Lock()
+	resumed := l.resumed
+	l.resumed = nil
+	for _, c := range resumed {
+		c.park = notParked
+	}
+	l.mu.Unlock()
+	for i, c := range resumed {
+		resumed[i] = nil
+		c.parking = false
+		if c.fd >= 0 {
+			c.ph = phaseIdle
+			c.serve(now)
+		}
+	}
 }
 
 func (l *loop) takeAdded(now time.Time) {
@@ -233,7 +259,7 @@ func (l *loop) takeAdded(now time.Time) {
 			c.close(ReasonFailed)
 			continue
 		}
-		c.since = now
+		c.since, c.events = now, readEvents
 		l.conns[int32(c.fd)] = c
 	}
 }

@@ -38,9 +38,14 @@ func TestSweepPeriod(t *testing.T) {
 type echo struct {
 	lc     *Conn
 	closed chan Reason
+	parked bool // a "park" line's answer is due
 }
 
 func (e *echo) Serve(c *Conn) {
+	if e.parked {
+		e.parked = false
+		c.Send([][]byte{[]byte("parked\n")}, nil)
+	}
 	for !c.Waiting() {
 		in := c.Input()
 		i := bytes.IndexByte(in, '\n')
@@ -68,6 +73,15 @@ func (e *echo) Serve(c *Conn) {
 				}
 			}()
 			return
+		case "park\n":
+			// Answered after a wait on another goroutine, the connection parked meanwhile.
+			e.parked = true
+			c.Park()
+			go func() {
+				time.Sleep(parkFor)
+				c.Resume()
+			}()
+			return
 		case "bye\n":
 			c.Send([][]byte{[]byte(line)}, nil)
 			c.CloseAfter()
@@ -80,6 +94,9 @@ func (e *echo) Serve(c *Conn) {
 }
 
 func (e *echo) Closed(why Reason) { e.closed <- why }
+
+// parkFor is how long a "park" line's answer waits.
+const parkFor = 300 * time.Millisecond
 
 // echoServer serves echo on a group with limits lim; closed receives each connection's Reason.
 func echoServer(t *testing.T, lim Limits) (addr string, g *Group, closed chan Reason) {
@@ -236,4 +253,57 @@ func TestShutdownFinishesRequests(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown did not return")
 	}
+}
+
+// TestPark: a parked connection is answered once resumed, in order, while the loop serves its
+// other connections; no limit closes it meanwhile; one closed while parked (Shutdown's deadline)
+// is reported Closed once, by Resume.
+func TestPark(t *testing.T) {
+	addr, g, closed := echoServer(t, Limits{Idle: 100 * time.Millisecond})
+	dial := func() (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc, bufio.NewReader(nc)
+	}
+	p, pbr := dial()
+	start := time.Now()
+	io.WriteString(p, "park\nafter\n")
+	o, obr := dial()
+	for range 5 {
+		io.WriteString(o, "other\n")
+		if l, err := obr.ReadString('\n'); l != "other\n" {
+			t.Fatalf("beside a parked connection: %q %v", l, err)
+		}
+	}
+	if time.Since(start) >= parkFor {
+		t.Fatal("the other connection waited for the parked one")
+	}
+	p.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []string{"parked\n", "after\n"} {
+		if l, err := pbr.ReadString('\n'); l != want {
+			t.Fatalf("parked connection: %q %v, want %q", l, err, want)
+		}
+	}
+	// Parked longer than the idle limit, the connection was not closed (it answered); the limit
+	// applies again once it is resumed, as to the other.
+	expectReason(t, closed, ReasonIdleTimeout)
+	expectReason(t, closed, ReasonIdleTimeout)
+
+	q, _ := dial()
+	io.WriteString(q, "park\n")
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown with a parked connection and no time left returned nil")
+	}
+	select {
+	case why := <-closed:
+		t.Fatalf("Closed (reason %d) before the parked request was done", why)
+	default:
+	}
+	expectReason(t, closed, ReasonShutdown) // from Resume
 }

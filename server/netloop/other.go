@@ -37,3 +37,5 @@ func (*Conn) Closing() bool                             { return true }
 func (*Conn) CloseAfter()                               {}
 func (*Conn) Send([][]byte, []bool, ...io.Closer) error { return errors.ErrUnsupported }
 func (*Conn) Detach() (net.Conn, []byte, error)         { return nil, nil, errors.ErrUnsupported }
+func (*Conn) Park()                                     {}
+func (*Conn) Resume()                                   {}
