@@ -43,20 +43,18 @@ type Config struct {
 	Pprof bool
 
 	// HTTPLoops is the number of event loops that serve HTTP connections while their requests
-	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops); 0 (the default) or negative serves
-	// each connection on a goroutine of its own. A loop waits for the store where a goroutine
-	// would, so a hit read from the device holds the loop's other connections meanwhile: loops
-	// answer hits from memory sooner and with less CPU, and serve fewer when reads go to the
-	// device (docs/BENCHMARKS.md, "Session 24"). A loop holds its P while it waits for its
-	// sockets, so New raises GOMAXPROCS to what the process had at the first server plus every
-	// loop: the rest of the server keeps as many Ps as it had. Linux only (elsewhere goroutines),
-	// and not with TLS, nor with values unchecked on read (Cache.VerifyOnRead off), which go to
-	// the socket from their file on a goroutine.
+	// are GETs and HEADs of blobs (httpapi.FastConfig.Loops): 0 (the default) is one per P of
+	// the process's GOMAXPROCS as it was when the first server was made; negative serves each
+	// connection on a goroutine of its own. A request whose blob is not in memory runs on a
+	// goroutine while its connection waits (netloop.Conn.Park), so that a read from the device
+	// holds no loop. A loop holds its P while it waits for its sockets, so New raises GOMAXPROCS
+	// to that first value plus every loop: the rest of the server keeps as many Ps as it had.
+	// Linux only (elsewhere goroutines), and not with TLS, nor with values unchecked on read
+	// (Cache.VerifyOnRead off), which go to the socket from their file on a goroutine.
 	HTTPLoops int
 	// MemcacheLoops is the number of event loops that serve memcached connections
-	// (memcache.Config.Loops), as HTTPLoops: 0 (the default) or negative serves each connection
-	// on a goroutine of its own. Their Ps are added to GOMAXPROCS as HTTP's are. Linux only, and
-	// not with TLS nor with values unchecked on read.
+	// (memcache.Config.Loops), as HTTPLoops: 0 (the default) is one per P the process had,
+	// negative a goroutine per connection; their Ps are added to GOMAXPROCS as HTTP's are.
 	MemcacheLoops int
 
 	// MaxKeyLen bounds HTTP keys (default and maximum blobcache.MaxKeyLen); memcached keys
@@ -262,7 +260,10 @@ func (s *Server) loopProcs(n int) {
 // loop; a platform without them).
 func (s *Server) memcacheLoops() int {
 	n := s.cfg.MemcacheLoops
-	if n <= 0 || s.cfg.TLS != nil || !s.cfg.Cache.VerifyOnRead || !netloop.Available {
+	if n == 0 {
+		n = baseProcs()
+	}
+	if n < 0 || s.cfg.TLS != nil || !s.cfg.Cache.VerifyOnRead || !netloop.Available {
 		return 0
 	}
 	return n
@@ -309,6 +310,9 @@ func (s *Server) setupHTTP() error {
 		// GETs and HEADs of blobs are served without net/http; the rest is handed to it.
 		fc := httpapi.FastConfig{IdleTimeout: idle, WriteTimeout: s.cfg.WriteTimeout,
 			SendFromFile: !s.cfg.Cache.VerifyOnRead, Loops: s.cfg.HTTPLoops}
+		if fc.Loops == 0 {
+			fc.Loops = baseProcs()
+		}
 		s.loopProcs(fc.EventLoops())
 		s.httpFast = h.NewFastPath(s.httpLn, fc)
 	}

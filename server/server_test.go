@@ -450,10 +450,10 @@ func TestNotify(t *testing.T) {
 	}
 }
 
-// TestLoopsWhenAsked: on Linux the HTTP fast path and the memcached front end run as many event
-// loops as HTTPLoops and MemcacheLoops ask, and GOMAXPROCS gains as many Ps once, however many
-// servers are made; by default they run none.
-func TestLoopsWhenAsked(t *testing.T) {
+// TestLoopsByDefault: on Linux the HTTP fast path and the memcached front end run on event
+// loops, each one per P the process had, and GOMAXPROCS gains as many Ps once, however many
+// servers are made; -1 asks for none.
+func TestLoopsByDefault(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("event loops are Linux's")
 	}
@@ -469,19 +469,19 @@ func TestLoopsWhenAsked(t *testing.T) {
 		// Both started before their first answer: by the first Accept, by Serve.
 		return s.httpFast.Loops(), s.mc.EventLoops()
 	}
-	s, _ := start(t, testConfig(t))
-	if h, m := loops(s); h != 0 || m != 0 {
-		t.Fatalf("%d HTTP and %d memcached event loops by default, want none", h, m)
-	}
 	for range 2 {
-		cfg := testConfig(t)
-		cfg.HTTPLoops, cfg.MemcacheLoops = base, base
-		s, _ := start(t, cfg)
+		s, _ := start(t, testConfig(t))
 		if h, m := loops(s); h != base || m != base {
 			t.Fatalf("%d HTTP and %d memcached event loops, want %d each", h, m, base)
 		}
 	}
 	if got := runtime.GOMAXPROCS(0); got != 3*base {
 		t.Fatalf("GOMAXPROCS %d, want %d", got, 3*base)
+	}
+	cfg := testConfig(t)
+	cfg.HTTPLoops, cfg.MemcacheLoops = -1, -1
+	s, _ := start(t, cfg)
+	if h, m := loops(s); h != 0 || m != 0 {
+		t.Fatalf("%d HTTP and %d memcached event loops with -1, want none", h, m)
 	}
 }
