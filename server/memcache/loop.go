@@ -397,12 +397,7 @@ func (c *conn) detach(linger bool) {
 	if linger {
 		go func() {
 			c.lingerClose()
-			c.nc.Close()
-			s.mu.Lock()
-			delete(s.mu.conns, c)
-			s.mu.Unlock()
-			c.closed()
-			s.wg.Done()
+			c.end()
 		}()
 		return
 	}

@@ -384,17 +384,21 @@ func (c *conn) serve() {
 	c.run()
 }
 
+// end closes a connection served by a goroutine, and forgets it.
+func (c *conn) end() {
+	s := c.s
+	c.nc.Close()
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+	c.closed()
+	s.wg.Done()
+}
+
 // run reads and answers commands until the connection ends, and closes it.
 func (c *conn) run() {
 	s := c.s
-	defer func() {
-		c.nc.Close()
-		s.mu.Lock()
-		delete(s.mu.conns, c)
-		s.mu.Unlock()
-		c.closed()
-		s.wg.Done()
-	}()
+	defer c.end()
 	for {
 		if !c.waitCommand() {
 			return

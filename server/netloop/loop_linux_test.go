@@ -133,6 +133,17 @@ func echoServer(t *testing.T, lim Limits) (addr string, g *Group, closed chan Re
 	return ln.Addr().String(), g, closed
 }
 
+// dialEcho connects to an echoServer, closed when the test ends.
+func dialEcho(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc, bufio.NewReader(nc)
+}
+
 func expectReason(t *testing.T, closed chan Reason, want Reason) {
 	t.Helper()
 	select {
@@ -150,14 +161,7 @@ func expectReason(t *testing.T, closed chan Reason, want Reason) {
 func TestPhases(t *testing.T) {
 	ms := time.Millisecond
 	addr, _, closed := echoServer(t, Limits{Idle: 300 * ms, Read: 150 * ms, Write: 5 * time.Second})
-	dial := func() (net.Conn, *bufio.Reader) {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nc.Close() })
-		return nc, bufio.NewReader(nc)
-	}
+	dial := func() (net.Conn, *bufio.Reader) { return dialEcho(t, addr) }
 	// Busy for longer than the idle limit: kept.
 	busy, br := dial()
 	for range 10 {
@@ -260,14 +264,7 @@ func TestShutdownFinishesRequests(t *testing.T) {
 // is reported Closed once, by Resume.
 func TestPark(t *testing.T) {
 	addr, g, closed := echoServer(t, Limits{Idle: 100 * time.Millisecond})
-	dial := func() (net.Conn, *bufio.Reader) {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nc.Close() })
-		return nc, bufio.NewReader(nc)
-	}
+	dial := func() (net.Conn, *bufio.Reader) { return dialEcho(t, addr) }
 	p, pbr := dial()
 	start := time.Now()
 	io.WriteString(p, "park\nafter\n")
