@@ -541,6 +541,11 @@ func checkLast(c *Cache, key, want []byte) (hit bool, err error) {
 	}
 	b, err := io.ReadAll(r)
 	switch {
+	case errors.Is(err, ErrNotFound):
+		// A streamed blob whose segment an eviction freed while it was read (the reader's
+		// stillAt check): forgotten, as a Get after the eviction would find it. Only this key's
+		// writer writes it, so nothing else can have replaced it.
+		return false, nil
 	case err != nil:
 		return true, fmt.Errorf("Get(%s): read: %w", key, err)
 	case want == nil:
