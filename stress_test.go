@@ -535,6 +535,10 @@ func runMixedSizes(t *testing.T, seed uint64, opts []Option, load mixedLoad) {
 // checkLast reads key and compares it with want, the last value put (nil: deleted or never
 // put). A miss of a value put is allowed (eviction); anything else that differs is an error.
 func checkLast(c *Cache, key, want []byte) (hit bool, err error) {
+	// Resident takes the write buffer's, the index's and the memory tier's locks: run here under
+	// the watchdog beside writers of every size. Its answer is a hint (it may be stale as soon as
+	// it is returned), so it is not checked.
+	c.Resident(key)
 	r, ok := c.Get(key)
 	if !ok {
 		return false, nil

@@ -141,10 +141,19 @@ func (t *Tier) Get(h, tag uint64, key []byte) *Entry {
 func (t *Tier) Holds(h, tag uint64, key []byte) bool {
 	s := t.shard(h)
 	s.mu.RLock()
-	e := s.m[h]
-	ok := e != nil && e.Tag == tag && bytes.Equal(e.Key, key)
+	ok := s.holding(h, tag, key) != nil
 	s.mu.RUnlock()
 	return ok
+}
+
+// holding is the shard's entry of key (hash h) for the record tagged tag, or nil. The caller
+// holds s.mu.
+func (s *shard) holding(h, tag uint64, key []byte) *Entry {
+	e := s.m[h]
+	if e == nil || e.Tag != tag || !bytes.Equal(e.Key, key) {
+		return nil
+	}
+	return e
 }
 
 // CopyTo copies the value bytes [off, off+len(p)) of the entry of key (hash h) for the record
@@ -154,8 +163,8 @@ func (t *Tier) Holds(h, tag uint64, key []byte) bool {
 func (t *Tier) CopyTo(h, tag uint64, key, p []byte, off int64) (n int, hdr record.Header, ok bool) {
 	s := t.shard(h)
 	s.mu.RLock()
-	e := s.m[h]
-	if e == nil || e.Tag != tag || !bytes.Equal(e.Key, key) {
+	e := s.holding(h, tag, key)
+	if e == nil {
 		s.mu.RUnlock()
 		return 0, hdr, false
 	}

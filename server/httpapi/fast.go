@@ -163,9 +163,6 @@ func (f *FastPath) Accept() (net.Conn, error) {
 func (f *FastPath) Loops() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.loops == nil {
-		return 0
-	}
 	return f.loops.Len()
 }
 

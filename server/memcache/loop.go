@@ -41,9 +41,6 @@ func (s *Server) startLoops() {
 func (s *Server) EventLoops() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.loops == nil {
-		return 0
-	}
 	return s.loops.Len()
 }
 

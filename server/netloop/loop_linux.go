@@ -73,8 +73,13 @@ func NewGroup(n int, lim Limits, log *slog.Logger) (*Group, error) {
 	return g, nil
 }
 
-// Len is the number of loops.
-func (g *Group) Len() int { return len(g.loops) }
+// Len is the number of loops; 0 for a nil Group (a front end without loops).
+func (g *Group) Len() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.loops)
+}
 
 // Add serves nc, a connection just accepted, from one of the loops in turn, with an input
 // buffer of bufSize bytes and the Protocol proto makes for it. On success nc is closed (the

@@ -115,37 +115,34 @@ type Value struct {
 // the record. It fails with an error wrapping blobcache.ErrValueTooLarge past the value limit,
 // ErrBusy when the memory stayed full, or ctx's error.
 func (s *Store) Reserve(ctx context.Context, n int64) (*Value, error) {
-	if n < 0 || n > s.maxValue {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", blobcache.ErrValueTooLarge, n, s.maxValue)
-	}
-	held := s.c.PutFromMemory(n)
-	if err := s.acquire(ctx, held); err != nil {
-		return nil, err
-	}
-	return &Value{s: s, n: n, held: held}, nil
+	return s.reserve(ctx, n, true)
 }
 
 // TryReserve is Reserve without the wait: false when the memory is not free at once (or n is
 // over the value limit).
 func (s *Store) TryReserve(n int64) (*Value, bool) {
-	if n < 0 || n > s.maxValue {
-		return nil, false
-	}
-	held := s.c.PutFromMemory(n)
-	if !s.gate.TryAcquire(held) {
-		return nil, false
-	}
-	s.inflight.Add(held)
-	s.m.InflightBytes(held)
-	return &Value{s: s, n: n, held: held}, true
+	v, err := s.reserve(context.Background(), n, false)
+	return v, err == nil
 }
 
-// acquire waits for n bytes of the memory budget, up to the admission timeout.
-func (s *Store) acquire(ctx context.Context, n int64) error {
+func (s *Store) reserve(ctx context.Context, n int64, wait bool) (*Value, error) {
+	if n < 0 || n > s.maxValue {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", blobcache.ErrValueTooLarge, n, s.maxValue)
+	}
+	held := s.c.PutFromMemory(n)
+	if err := s.acquire(ctx, held, wait); err != nil {
+		return nil, err
+	}
+	return &Value{s: s, n: n, held: held}, nil
+}
+
+// acquire takes n bytes of the memory budget, waiting for them up to the admission timeout if
+// wait says so, else ErrBusy when they are not free at once.
+func (s *Store) acquire(ctx context.Context, n int64, wait bool) error {
 	// The gate is rarely full: it is taken without a timer when it can be at once (TryAcquire
 	// fails while others wait, so waiters keep their turn).
 	if !s.gate.TryAcquire(n) {
-		if s.admit < 0 {
+		if !wait || s.admit < 0 {
 			return ErrBusy
 		}
 		actx, cancel := context.WithTimeout(ctx, s.admit)
@@ -480,7 +477,7 @@ func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 	// The copy buffer, and the library's own buffers for a streamed blob, count against the
 	// memory budget: a slow client holds them for as long as it takes to read.
 	held := readMemory(s.c, len(key), len(info.Attrs), br.Size())
-	if err := s.acquire(ctx, held); err != nil {
+	if err := s.acquire(ctx, held, true); err != nil {
 		return false, false, err
 	}
 	defer s.release(held)
