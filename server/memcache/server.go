@@ -324,9 +324,7 @@ func (c *conn) useGoroutine(nc net.Conn, r io.Reader) {
 	} else {
 		c.w.out = &connSink{conn: nc}
 	}
-	if sc, ok := nc.(syscall.Conn); ok && s.loops == nil {
-		// Values go from their segment file only where the server has no loops (they are for
-		// a store that checks values, which sends none from files).
+	if sc, ok := nc.(syscall.Conn); ok {
 		c.sock = connSocket{countedWriter{nc, &s.stats.bytesWritten}, sc}
 	}
 }

@@ -68,7 +68,6 @@ const (
 	phaseIdle    phase = iota // waiting for a request
 	phaseReading              // a request read in part
 	phaseWriting              // output waiting
-	phaseParked               // a request runs elsewhere (Park): no limit
 )
 
 // spillKeep is the most of its spill buffer a connection keeps once its output is written: a
@@ -304,7 +303,7 @@ func (c *Conn) ready(now time.Time) {
 		if len(c.out) > 0 {
 			return
 		}
-		if c.ph == phaseParked {
+		if c.parking {
 			c.watch(0) // nothing until Resume
 			return
 		}
@@ -315,7 +314,7 @@ func (c *Conn) ready(now time.Time) {
 		c.serve(now) // requests read with the last ones
 		return
 	}
-	if c.ph == phaseParked {
+	if c.parking {
 		c.watch(0)
 		return
 	}
@@ -356,10 +355,7 @@ func (c *Conn) serve(now time.Time) {
 		if out {
 			ev = writeEvents
 		}
-		if !c.watch(ev) {
-			return
-		}
-		c.ph = phaseParked
+		c.watch(ev)
 		return
 	}
 	if !out && c.closeAfter {
@@ -410,11 +406,12 @@ func (c *Conn) idle() bool { return len(c.out) == 0 && c.r == c.w && !c.parking 
 // limit is the time limit of the connection's phase, and the reason it closes past it.
 func (c *Conn) limit() (time.Duration, Reason) {
 	lim := c.l.g.lim
+	if c.parking {
+		return 0, 0 // a request runs elsewhere (Park): no limit
+	}
 	switch c.ph {
 	case phaseWriting:
 		return lim.Write, ReasonWriteTimeout
-	case phaseParked:
-		return 0, 0
 	case phaseReading:
 		if lim.Read > 0 {
 			return lim.Read, ReasonReadTimeout

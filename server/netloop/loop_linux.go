@@ -247,7 +247,6 @@ func (l *loop) takeResumed(now time.Time) {
 		resumed[i] = nil
 		c.parking = false
 		if c.fd >= 0 {
-			c.ph = phaseIdle
 			c.serve(now)
 		}
 	}
