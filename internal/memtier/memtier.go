@@ -30,6 +30,12 @@ const EntryOverhead = int64(unsafe.Sizeof(Entry{})) + 64
 // Entry is one record's value held in memory. Its fields are set when it enters (Tier.Add) and
 // never change after; Key and Value lie in one buffer of the tier's, which it takes back, for
 // another entry, once neither the tier nor a reader holds the entry (refs).
+//
+// Value comes first in the buffer, at its start (a page boundary for a buffer mapped on its own),
+// and Key behind it. Where a value starts in its page decides how fast the kernel copies it into
+// a socket: on the AMD machine of docs/BENCHMARKS.md (session 25), a copy whose destination lay a
+// few bytes past the source modulo the page size ran at a third of the speed, and values placed
+// behind their key hit that with memaslap's keys and replies; at the page's start they did not.
 type Entry struct {
 	Hash  uint64
 	Tag   uint64 // the record's place on disk
@@ -241,9 +247,10 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 		return false
 	}
 	t.trimFree(size)
-	copy(buf, key)
-	copy(buf[k:], value)
-	e := &Entry{Hash: h, Tag: tag, Key: buf[:k:k], Hdr: hdr, Attrs: attrs, Value: buf[k:n:n], buf: buf, resident: resident}
+	v := n - k
+	copy(buf, value)
+	copy(buf[v:], key)
+	e := &Entry{Hash: h, Tag: tag, Key: buf[v:n:n], Hdr: hdr, Attrs: attrs, Value: buf[:v:v], buf: buf, resident: resident}
 	e.refs.Store(1)
 	if t.ghost.Contains(h) {
 		t.ghost.Remove(h)

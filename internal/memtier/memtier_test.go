@@ -1,15 +1,17 @@
 package memtier
 
 import (
+	"bytes"
 	"fmt"
-	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/seed57392e9e/blobcache/internal/hugemem"
 	"github.com/seed57392e9e/blobcache/internal/record"
 )
 
@@ -387,4 +389,31 @@ func BenchmarkHitSteps4K(b *testing.B) {
 			b.Fatal("miss")
 		}
 	})
+}
+
+// TestValueAtBufferStart: an entry's value starts its buffer, whatever the key's length, so a
+// value in a buffer mapped on its own starts a page; the key follows it.
+func TestValueAtBufferStart(t *testing.T) {
+	tr := New(64 << 20)
+	for _, keyLen := range []int{1, 20, 64, 250} {
+		for _, size := range []int{100, 4096, slabBytes, 1 << 20} {
+			key := bytes.Repeat([]byte{'k'}, keyLen)
+			value := bytes.Repeat([]byte{'v'}, size)
+			if !tr.Add(uint64(keyLen*1000003+size), 1, key, record.Header{}, "", value) {
+				t.Fatalf("key %d, value %d: not added", keyLen, size)
+			}
+			e := tr.Get(uint64(keyLen*1000003+size), 1, key)
+			if e == nil {
+				t.Fatalf("key %d, value %d: not found", keyLen, size)
+			}
+			if &e.Value[0] != &e.buf[0] || !bytes.Equal(e.Value, value) || !bytes.Equal(e.Key, key) {
+				t.Errorf("key %d, value %d: the value does not start its buffer, or the bytes differ", keyLen, size)
+			}
+			if size >= slabBytes && uintptr(unsafe.Pointer(&e.Value[0]))%uintptr(pageSize) != 0 && mapsOnDemand {
+				t.Errorf("key %d, value %d: a mapped buffer's value starts at page offset %d", keyLen, size,
+					uintptr(unsafe.Pointer(&e.Value[0]))%uintptr(pageSize))
+			}
+			tr.Release(e)
+		}
+	}
 }
