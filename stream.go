@@ -118,6 +118,30 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Hold is r's Hold, counted; ok is false when r is not a ValueHolder.
+func (c *countingReader) Hold(n int) ([]byte, bool, error) {
+	h, ok := c.r.(ValueHolder)
+	if !ok {
+		return nil, false, nil
+	}
+	b, ok, err := h.Hold(n)
+	if ok {
+		c.n += int64(len(b))
+	}
+	return b, ok, err
+}
+
+// ValueHolder is a reader of a value that may hold the value's bytes in memory already: a
+// server's read buffer that a whole request is in, say. PutFrom and its variants, where they
+// read a value whole before they store it, take it from Hold rather than copying it out with Read.
+type ValueHolder interface {
+	io.Reader
+	// Hold returns the reader's next n bytes and consumes them, if it holds all n; the bytes
+	// stay valid until the PutFrom that asked returns. ok is false, and nothing consumed, if it
+	// does not hold them: PutFrom then reads them. An error is the reader's, as Read's would be.
+	Hold(n int) (b []byte, ok bool, err error)
+}
+
 // maxStreamLag is how many jobs a PutFrom may leave in the pipeline ahead of the commit
 // goroutine when it returns without waiting for its own publication. It bounds the pipeline's
 // queues when one goroutine streams values back to back (see jobQueue).
@@ -178,12 +202,19 @@ func (c *Cache) admitsOnWrite() bool {
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {
-	buf := getBuf(int(size))
-	defer putBuf(buf)
-	if err := readValue(r, *buf); err != nil {
+	value, err := holdValue(r, int(size))
+	if err != nil {
 		return err
 	}
-	err := c.put(key, *buf, 0, false, true, m)
+	if value == nil {
+		buf := getBuf(int(size))
+		defer putBuf(buf)
+		if err := readValue(r, *buf); err != nil {
+			return err
+		}
+		value = *buf
+	}
+	err = c.put(key, value, 0, false, true, m)
 	h := record.KeyHash(key)
 	for errors.Is(err, errChanged) && m != nil && m.obs != nil {
 		// The value is read: observe again and write it if the condition still holds.
@@ -198,9 +229,29 @@ func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMet
 			return err
 		}
 		m.obs = o
-		err = c.put(key, *buf, 0, false, true, m)
+		err = c.put(key, value, 0, false, true, m)
 	}
 	return err
+}
+
+// holdValue returns the size bytes of value r holds (ValueHolder), consumed; nil if it does not
+// hold them.
+func holdValue(r io.Reader, size int) ([]byte, error) {
+	h, ok := r.(ValueHolder)
+	if !ok || size == 0 {
+		return nil, nil
+	}
+	b, ok, err := h.Hold(size)
+	if err != nil {
+		return nil, fmt.Errorf("blobcache: read value: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	if len(b) != size {
+		return nil, fmt.Errorf("blobcache: read value: Hold returned %d bytes for %d", len(b), size)
+	}
+	return b, nil
 }
 
 // readValue fills b from r. Unlike io.ReadFull it fails on any error r returns, even one that

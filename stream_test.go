@@ -573,3 +573,75 @@ func TestSlowPutFromOutrunByEviction(t *testing.T) {
 	}
 	expect(t, c, "slow", slow)
 }
+
+// holder is a ValueHolder over b: Hold gives b's bytes when hold says so, fails with err, and
+// counts its calls; Read reads what is left.
+type holder struct {
+	b     []byte
+	hold  bool
+	err   error
+	holds int
+}
+
+func (h *holder) Read(p []byte) (int, error) {
+	if len(h.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, h.b)
+	h.b = h.b[n:]
+	return n, nil
+}
+
+func (h *holder) Hold(n int) ([]byte, bool, error) {
+	h.holds++
+	if h.err != nil {
+		return nil, false, h.err
+	}
+	if !h.hold || len(h.b) < n {
+		return nil, false, nil
+	}
+	b := h.b[:n:n]
+	h.b = h.b[n:]
+	return b, true, nil
+}
+
+// TestPutFromValueHolder: a value PutFrom reads whole is taken from its reader's Hold when the
+// reader holds it, and stored as a copy (the reader's bytes change after, the stored ones do
+// not); a reader that declines is read; an error of Hold stores nothing.
+func TestPutFromValueHolder(t *testing.T) {
+	c := open(t, t.TempDir(), WithMemorySize(16<<20), WithMemoryAdmission(MemoryOnWrite))
+	defer c.Close()
+	for _, size := range []int{100, 4 << 10, 200 << 10} {
+		for _, hold := range []bool{true, false} {
+			key := []byte(fmt.Sprintf("k%d-%v", size, hold))
+			src := bytes.Repeat([]byte{'a'}, size)
+			h := &holder{b: src, hold: hold}
+			if _, err := c.PutFromWith(key, h, int64(size), PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if h.holds != 1 || len(h.b) != 0 {
+				t.Fatalf("size %d, hold %v: Hold called %d times, %d bytes left unread", size, hold, h.holds, len(h.b))
+			}
+			for i := range src {
+				src[i] = 'b' // the reader's buffer, reused
+			}
+			for _, drain := range []bool{false, true} {
+				if drain {
+					c.Drain()
+				}
+				got, ok := getBytes(t, c, string(key))
+				if !ok || !bytes.Equal(got, bytes.Repeat([]byte{'a'}, size)) {
+					t.Fatalf("size %d, hold %v, drained %v: read back %d bytes (%v), not the value put", size, hold, drain, len(got), ok)
+				}
+			}
+		}
+	}
+	bad := errors.New("connection reset")
+	h := &holder{b: []byte("xxxx"), err: bad}
+	if _, err := c.PutFromWith([]byte("failed"), h, 4, PutOptions{}); !errors.Is(err, bad) {
+		t.Fatalf("PutFromWith with a failing Hold: %v", err)
+	}
+	if _, ok := getBytes(t, c, "failed"); ok {
+		t.Fatal("a value whose Hold failed was stored")
+	}
+}

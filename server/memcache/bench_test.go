@@ -79,3 +79,42 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSet is a memcached set of a value that enters the memory tier as it is written, over
+// one connection, the request written whole and the answer read: the server's CPU per set
+// (ns/op) and allocations. On an event loop the data block is stored from the loop's buffer
+// (blobcache.ValueHolder), not copied out of it first.
+func BenchmarkSet(b *testing.B) {
+	for _, size := range []int{4 << 10, 100 << 10, 1000000} {
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			e := newEnvWith(b, Config{}, store.Config{}, append(testOptions(),
+				blobcache.WithMemorySize(256<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite)))
+			c, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			set := append([]byte("set k 0 0 "+strconv.Itoa(size)+"\r\n"), bytes.Repeat([]byte("v"), size)...)
+			set = append(set, "\r\n"...)
+			buf := make([]byte, 64)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Write(set); err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for n < len("STORED\r\n") {
+					k, err := c.Read(buf[n:])
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += k
+				}
+				if string(buf[:n]) != "STORED\r\n" {
+					b.Fatalf("%q", buf[:n])
+				}
+			}
+		})
+	}
+}

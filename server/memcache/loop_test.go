@@ -295,3 +295,62 @@ func TestLoopParksDeviceReads(t *testing.T) {
 		br.ReadString('\n')
 	}
 }
+
+// TestBlockHold: a data block whose bytes and "\r\n" are all in the connection's buffer (a
+// loop's, or a goroutine's bufio.Reader) is handed to the store from there
+// (blobcache.ValueHolder) and consumed with its "\r\n"; a length other than what is left of it,
+// one not all buffered, and one without its "\r\n" are declined, for Read to read and report
+// as before.
+func TestBlockHold(t *testing.T) {
+	readers := map[string]func(in string) cmdReader{
+		"loop": func(in string) cmdReader { return &inputReader{b: []byte(in)} },
+		"goroutine": func(in string) cmdReader {
+			br := bufio.NewReaderSize(strings.NewReader(in), 64)
+			br.Peek(len(in))
+			return br
+		},
+	}
+	for name, newReader := range readers {
+		c := &conn{r: newReader("hello\r\nnext")}
+		block := c.dataBlock(5)
+		h, ok := block.(blobcache.ValueHolder)
+		if !ok {
+			t.Fatal("a data block is not a ValueHolder")
+		}
+		b, ok, err := h.Hold(5)
+		if !ok || err != nil || string(b) != "hello" {
+			t.Fatalf("%s: Hold = %q, %v, %v", name, b, ok, err)
+		}
+		if rest, _ := io.ReadAll(c.r); string(rest) != "next" {
+			t.Fatalf("%s: %q left after the block", name, rest)
+		}
+		if n, err := block.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Fatalf("%s: Read after Hold: %d, %v", name, n, err)
+		}
+
+		for _, tc := range []struct{ in, why string }{
+			{"hello!!", "no \\r\\n behind the block"},
+			{"hel", "not all buffered"},
+			{"hello\r", "its \\r\\n not all buffered"},
+		} {
+			c := &conn{r: newReader(tc.in)}
+			if _, ok, err := c.dataBlock(5).(blobcache.ValueHolder).Hold(5); ok || err != nil {
+				t.Fatalf("%s, %s: held (%v, %v)", name, tc.why, ok, err)
+			}
+			if c.r.Buffered() != len(tc.in) {
+				t.Fatalf("%s, %s: a declined Hold consumed bytes", name, tc.why)
+			}
+		}
+		c = &conn{r: newReader("hello\r\n")}
+		block = c.dataBlock(5)
+		if _, err := block.Read(make([]byte, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := block.(blobcache.ValueHolder).Hold(5); ok {
+			t.Fatalf("%s: more than what is left of a block was held", name)
+		}
+		if b, ok, err := block.(blobcache.ValueHolder).Hold(3); !ok || err != nil || string(b) != "llo" {
+			t.Fatalf("%s: the rest of a block read in part: %q, %v, %v", name, b, ok, err)
+		}
+	}
+}

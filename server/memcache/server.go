@@ -567,6 +567,27 @@ func (b *blockReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
+// Hold gives the whole block, if the connection's buffer holds it and the "\r\n" after it, and
+// consumes both (blobcache.ValueHolder: the block is stored from the buffer, not copied out of
+// it first); n must be what is left of the block. It declines (ok false) any other n, a block
+// not all buffered, and one not followed by "\r\n", which Read then reads and reports as it
+// always does.
+func (b *blockReader) Hold(n int) ([]byte, bool, error) {
+	r := b.c.r
+	if b.ended || b.left != int64(n) || r.Buffered() < n+2 {
+		return nil, false, nil
+	}
+	p, err := r.Peek(n + 2)
+	if err != nil || p[n] != '\r' || p[n+1] != '\n' {
+		return nil, false, nil
+	}
+	if _, err := r.Discard(n + 2); err != nil {
+		return nil, false, err
+	}
+	b.left, b.ended = 0, true
+	return p[:n:n], true, nil
+}
+
 // end reads the "\r\n" that ends the block, once. A connection that ends before it is
 // io.ErrUnexpectedEOF, not io.EOF: the block is incomplete.
 func (b *blockReader) end() error {

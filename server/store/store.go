@@ -239,6 +239,20 @@ func (c *clientReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Hold is r's Hold (blobcache.ValueHolder: a payload already in the front end's read buffer is
+// stored from there, not copied out first); ok is false when r is not a ValueHolder.
+func (c *clientReader) Hold(n int) ([]byte, bool, error) {
+	h, ok := c.r.(blobcache.ValueHolder)
+	if !ok {
+		return nil, false, nil
+	}
+	b, ok, err := h.Hold(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return b, ok, err
+}
+
 // Delete removes key (whether or not it was there).
 func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
 
