@@ -27,16 +27,7 @@ func BenchmarkGet(b *testing.B) {
 			name += "/pending"
 		}
 		b.Run(name, func(b *testing.B) {
-			e := newEnvWith(b, Config{}, store.Config{}, append(testOptions(),
-				blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite),
-				blobcache.WithFlushInterval(time.Hour)))
-			c, err := net.Dial("tcp", e.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			set := append([]byte("set k 0 0 "+strconv.Itoa(size)+"\r\n"), bytes.Repeat([]byte("v"), size)...)
-			set = append(set, "\r\n"...)
+			e, c, set := benchSetup(b, size, 64<<20, blobcache.WithFlushInterval(time.Hour))
 			buf := make([]byte, size+1024)
 			if _, err := c.Write(set); err != nil {
 				b.Fatal(err)
@@ -87,15 +78,7 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkSet(b *testing.B) {
 	for _, size := range []int{4 << 10, 100 << 10, 1000000} {
 		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
-			e := newEnvWith(b, Config{}, store.Config{}, append(testOptions(),
-				blobcache.WithMemorySize(256<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite)))
-			c, err := net.Dial("tcp", e.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			set := append([]byte("set k 0 0 "+strconv.Itoa(size)+"\r\n"), bytes.Repeat([]byte("v"), size)...)
-			set = append(set, "\r\n"...)
+			_, c, set := benchSetup(b, size, 256<<20)
 			buf := make([]byte, 64)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -117,4 +100,19 @@ func BenchmarkSet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchSetup starts a server whose values enter a memory tier of memory bytes as they are
+// written, with opts besides, and dials it (closed when b ends); set is a set of key "k" with a
+// value of size bytes.
+func benchSetup(b *testing.B, size int, memory int64, opts ...blobcache.Option) (e *env, c net.Conn, set []byte) {
+	e = newEnvWith(b, Config{}, store.Config{}, append(append(testOptions(),
+		blobcache.WithMemorySize(memory), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite)), opts...))
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	set = append([]byte("set k 0 0 "+strconv.Itoa(size)+"\r\n"), bytes.Repeat([]byte("v"), size)...)
+	return e, c, append(set, "\r\n"...)
 }
