@@ -113,8 +113,11 @@ func startTwemproxy(t *testing.T, pool twemproxyPool, backends []string) string 
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		// exited is closed once the process is gone (waitErr set): the cleanup of an attempt whose
+		// proxy exited at once waits on it as well, so it is closed, not sent on once.
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
 		t.Cleanup(func() {
 			cmd.Process.Kill()
 			<-exited
@@ -126,13 +129,13 @@ func startTwemproxy(t *testing.T, pool twemproxyPool, backends []string) string 
 		// Wait for the proxy to accept connections, or to exit (its port was taken meanwhile).
 		for i := 0; i < 500; i++ {
 			select {
-			case err := <-exited:
+			case <-exited:
 				if attempt < 3 {
-					t.Logf("nutcracker exited (%v); trying another port", err)
+					t.Logf("nutcracker exited (%v); trying another port", waitErr)
 					goto retry
 				}
 				b, _ := os.ReadFile(logFile)
-				t.Fatalf("nutcracker exited: %v\n%s", err, b)
+				t.Fatalf("nutcracker exited: %v\n%s", waitErr, b)
 			default:
 			}
 			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {

@@ -108,20 +108,23 @@ func startMemcached(t *testing.T) (addr, version string) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		// exited is closed once the process is gone (waitErr set): the cleanup of an attempt whose
+		// memcached exited at once waits on it as well, so it is closed, not sent on once.
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
 		t.Cleanup(func() {
 			cmd.Process.Kill()
 			<-exited
 		})
 		for range 500 {
 			select {
-			case err := <-exited:
+			case <-exited:
 				if attempt < 3 {
-					t.Logf("memcached exited (%v: %s); trying another port", err, stderr.String())
+					t.Logf("memcached exited (%v: %s); trying another port", waitErr, stderr.String())
 					goto retry
 				}
-				t.Fatalf("memcached exited: %v\n%s", err, stderr.String())
+				t.Fatalf("memcached exited: %v\n%s", waitErr, stderr.String())
 			default:
 			}
 			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
