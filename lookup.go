@@ -45,6 +45,9 @@ type keyLookup struct {
 	memOK bool
 	// accept is the codec whose stored bytes the caller takes as they are (OpenEncoded), or 0.
 	accept uint8
+	// residentOnly says the caller opens no file (OpenResidentInto): next stops where it would,
+	// and sets wouldOpen.
+	residentOnly, wouldOpen bool
 
 	tries int
 	// Set by next: the record's location and its hit count in the index when looked up, and
@@ -92,6 +95,10 @@ func (l *keyLookup) next() bool {
 		if e := l.fromMemory(l.loc); e != nil {
 			l.mem, l.file = e, nil
 			return true
+		}
+		if l.residentOnly {
+			l.wouldOpen = true
+			return false
 		}
 		if l.acquire() {
 			return true

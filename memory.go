@@ -45,7 +45,9 @@ func (l *keyLookup) fromMemory(loc index.Loc) *memtier.Entry {
 	if st == nil {
 		st = l.c.stats.stripe(l.h)
 	}
-	st.countMemory(e != nil)
+	if e != nil || !l.residentOnly {
+		st.countMemory(e != nil) // a resident-only read that stops here is asked again
+	}
 	return e
 }
 

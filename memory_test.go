@@ -533,6 +533,63 @@ func flipValueBit(t *testing.T, dir, key string, at int64) {
 	}
 }
 
+// TestOpenResidentInto: OpenResidentInto answers as OpenInto wherever Resident says a read would
+// open no file, and elsewhere stops having read and counted nothing, its reader closed.
+func TestOpenResidentInto(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMemorySize(64<<20))...)
+	defer c.Close()
+	k := []byte("k")
+	v := value("k", 1, 50<<10)
+	var r Reader
+	check := func(state string, wantFound, wantResident bool) {
+		t.Helper()
+		if got := c.Resident(k); got != wantResident {
+			t.Fatalf("%s: Resident %v, want %v", state, got, wantResident)
+		}
+		before := c.Stats()
+		found, resident := c.OpenResidentInto(&r, k)
+		after := c.Stats()
+		if found != wantFound || resident != wantResident {
+			t.Fatalf("%s: found %v resident %v, want %v %v", state, found, resident, wantFound, wantResident)
+		}
+		if !resident {
+			if after.Hits != before.Hits || after.Misses != before.Misses || after.MemoryHits != before.MemoryHits ||
+				after.MemoryMisses != before.MemoryMisses || after.MemoryBytes != before.MemoryBytes {
+				t.Fatalf("%s: a read that stopped counted: %+v, then %+v", state, before, after)
+			}
+		}
+		if !found {
+			if n, err := r.Read(make([]byte, 1)); n != 0 || err == nil {
+				t.Fatalf("%s: the reader of a read that found nothing gave %d bytes, %v", state, n, err)
+			}
+			return
+		}
+		if after.Hits != before.Hits+1 {
+			t.Fatalf("%s: a hit counted %d hits", state, after.Hits-before.Hits)
+		}
+		got, err := io.ReadAll(&r)
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("%s: read %d bytes, %v", state, len(got), err)
+		}
+		r.Close()
+	}
+	check("absent", false, true)
+	if err := c.Put(k, v); err != nil {
+		t.Fatal(err)
+	}
+	check("in the write buffer", true, true)
+	c.Drain()
+	check("only in its segment", false, false)
+	check("only in its segment, asked again", false, false) // the stop admitted nothing
+	warm(t, c, "k", v)
+	check("in the memory tier", true, true)
+	if err := c.Delete(k); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	check("deleted", false, true)
+}
+
 // TestResident: Resident says a Get would read no file exactly when the key is absent, in the
 // write buffer, or held by the memory tier; it counts nothing.
 func TestResident(t *testing.T) {

@@ -98,48 +98,68 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 	return c.get(nil, key, off, n, false, 0)
 }
 
+// OpenResidentInto is OpenInto for a caller that must not wait for the device, such as a
+// server's event loop. When key's newest record lies in a segment file and the memory tier does
+// not hold it, it reads nothing, counts nothing (no hit, no miss, no access), closes r as a miss
+// does, and returns resident false: the caller then asks again with OpenInto where a read may
+// wait. Otherwise resident is true and found is what OpenInto would have returned. It costs one
+// lookup where Resident followed by OpenInto costs two.
+func (c *Cache) OpenResidentInto(r *Reader, key []byte) (found, resident bool) {
+	if _, found, resident = c.lookupRead(r, key, 0, -1, true, 0, true); !found {
+		c.newReader(r).err = ErrClosed
+	}
+	return found, resident
+}
+
 // get is Get, GetRange, Open and OpenEncoded, and with dst their Into forms: a reader of value
 // bytes [off, off+n) (n < 0: to the end), dst itself when not nil (see newReader); with lazy,
 // Open's; accept, if not 0, the codec whose stored bytes the caller takes as they are. On a miss
 // dst is left as it was.
 func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
+	r, found, _ := c.lookupRead(dst, key, off, n, lazy, accept, false)
+	return r, found
+}
+
+// lookupRead is get; with residentOnly it stops before it would open a segment file, and
+// reports resident false (see OpenResidentInto).
+func (c *Cache) lookupRead(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8, residentOnly bool) (r *Reader, found, resident bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
-		return nil, false
+		return nil, false, true
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
 	if !c.bloom.Load().Test(bloomHash(h)) {
 		st.bloomRejects.Add(1)
-		return nil, false
+		return nil, false, true
 	}
 	var l keyLookup
 	l.start(c, key, h, st)
-	l.memOK, l.accept = true, accept
+	l.memOK, l.accept, l.residentOnly = true, accept, residentOnly
 	if v, buf, ok, err := l.bufferedWhole(); ok {
 		switch {
 		case err != nil: // buf is nil: a value that failed to decompress
 			l.hit()
-			return c.errReader(dst, err), true
+			return c.errReader(dst, err), true, true
 		case v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires):
 			if buf != nil {
 				putBuf(buf)
 			}
 			l.miss()
-			return nil, false
+			return nil, false, true
 		}
 		l.hit()
-		return c.memReader(dst, v, buf, off, n), true
+		return c.memReader(dst, v, buf, off, n), true, true
 	}
 	for l.next() {
 		if e := l.mem; e != nil {
 			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
 				c.mem.Release(e)
 				l.miss()
-				return nil, false
+				return nil, false, true
 			}
 			l.hit()
 			l.touched()
-			return c.memoryReader(dst, e, off, n), true
+			return c.memoryReader(dst, e, off, n), true, true
 		}
 		r, res := c.openRecord(dst, &l, off, n, lazy)
 		switch res {
@@ -148,14 +168,14 @@ func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uin
 			if r.err == nil {
 				l.touched()
 			}
-			return r, true
+			return r, true, true
 		case openMiss:
 			l.miss()
-			return nil, false
+			return nil, false, true
 		}
 		// openRetry: the index changed under the read; look again.
 	}
-	return nil, false
+	return nil, false, !l.wouldOpen
 }
 
 // Resident reports whether a Get of key would be answered without reading a file: the key is

@@ -120,6 +120,9 @@ func (c *conn) command() error {
 		result = "unknown"
 		c.w.WriteString("ERROR\r\n")
 	}
+	if err == errNotResident {
+		return err // asked again off the loop, and recorded then
+	}
 	if err != nil {
 		result = "closed"
 	}
@@ -328,17 +331,29 @@ func (h *valueHead) write(info store.Info) (store.Plan, error) {
 // getOne writes the VALUE block of key k if the cache has it, and with touch then sets its
 // expiry (as memcached's gat, which answers with the item it touched, even one it expires). An
 // error means part of the value is out and the connection must close.
+//
+// With c.residentOnly, a value that is not in memory is not read: getOne returns errNotResident
+// having written and counted nothing.
 func (c *conn) getOne(k []byte, withCAS, touch bool, expires int64) (bool, error) {
+	h := &c.head
+	h.key, h.withCAS, h.began = k, withCAS, false
+	var found bool
+	var err error
+	if c.residentOnly {
+		found, err = c.s.st.SendResident(c.s.ctx, k, h.begin)
+	} else {
+		found, err = c.s.st.Send(c.s.ctx, k, h.begin)
+	}
+	began := h.began
+	h.key = nil
+	if err == store.ErrNotResident {
+		return false, errNotResident
+	}
 	if touch {
 		c.s.stats.cmdTouch.Add(1)
 	} else {
 		c.s.stats.cmdGet.Add(1)
 	}
-	h := &c.head
-	h.key, h.withCAS, h.began = k, withCAS, false
-	found, err := c.s.st.Send(c.s.ctx, k, h.begin)
-	began := h.began
-	h.key = nil
 	switch {
 	case err != nil && began:
 		// Part of the value is out: only a closed connection tells the client.

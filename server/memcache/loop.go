@@ -89,12 +89,20 @@ func (c *conn) Serve(lc *netloop.Conn) {
 			}
 			return
 		}
-		if c.mayWait(in[:need]) {
+		route := c.route(in[:need])
+		if route == routePark {
 			c.park(in[:need])
 			return
 		}
 		c.in.b, c.in.off = in, 0
+		c.residentOnly = route == routeTry
 		err := c.command()
+		c.residentOnly = false
+		if err == errNotResident {
+			c.in.b = nil // nothing was consumed or written
+			c.park(in[:need])
+			return
+		}
 		lc.Consume(c.in.off)
 		c.counted -= c.in.off
 		c.in.b = nil
@@ -127,10 +135,12 @@ func (c *conn) closeOnError(err error) {
 	}
 }
 
-// Device reads (Park): a retrieval whose values are not all in memory (Store.Resident) may wait
-// for the device, which would hold the loop's other connections: it runs on a goroutine of its
-// own, its answer gathered (collectSink), while the loop serves the rest; once it is done the
-// loop writes the answer and goes on with the connection's next command.
+// Device reads (Park): a retrieval whose values are not all in memory may wait for the device,
+// which would hold the loop's other connections: it runs on a goroutine of its own, its answer
+// gathered (collectSink), while the loop serves the rest; once it is done the loop writes the
+// answer and goes on with the connection's next command. A get of one key runs on the loop
+// resident-only (Store.SendResident), and is parked only if its value is not in memory; other
+// retrievals are parked unless all their keys are (Store.Resident).
 
 // parkedCommand is a command running on a goroutine while its connection is parked.
 type parkedCommand struct {
@@ -141,11 +151,23 @@ type parkedCommand struct {
 	out    collectSink // its answer
 }
 
-// mayWait reports whether the command in cmd (its line first) is a retrieval of a value the
-// store would read from the device.
-func (c *conn) mayWait(cmd []byte) bool {
+// errNotResident ends a command run with residentOnly whose value is not in memory: it wrote
+// and consumed nothing, and runs again parked.
+var errNotResident = errors.New("memcache: value not in memory")
+
+// commandRoute is where a loop runs a command.
+type commandRoute uint8
+
+const (
+	routeLoop commandRoute = iota // on the loop: it never waits for the device
+	routeTry                      // on the loop resident-only, parked if it stops (errNotResident)
+	routePark                     // parked: a retrieval of a value the store would read from the device
+)
+
+// route tells where the command in cmd (its line first) runs.
+func (c *conn) route(cmd []byte) commandRoute {
 	if !c.authed || len(cmd) < 4 {
-		return false
+		return routeLoop
 	}
 	var keys int
 	switch {
@@ -156,28 +178,30 @@ func (c *conn) mayWait(cmd []byte) bool {
 	case bytes.HasPrefix(cmd, []byte("mg ")):
 		keys = 1
 	default:
-		return false
+		return routeLoop
 	}
 	line := trimEOL(cmd[:bytes.IndexByte(cmd, '\n')+1])
 	toks := split(line, c.toks[:0])
 	c.toks = toks[:0]
 	if toks[0][0] == 'm' {
 		if len(toks) < 2 {
-			return false
+			return routeLoop
 		}
 		for _, f := range toks[2:] {
 			if len(f) > 0 && f[0] == 'b' {
-				return true // a base64 key: not decoded here, so not known to be in memory
+				return routePark // a base64 key: not decoded here, so not known to be in memory
 			}
 		}
 		toks = toks[:2]
+	} else if keys == 1 && len(toks) == 2 {
+		return routeTry // get or gets of one key: its lookup tells
 	}
 	for _, k := range toks[min(keys, len(toks)):] {
 		if !c.s.st.Resident(k) {
-			return true
+			return routePark
 		}
 	}
-	return false
+	return routeLoop
 }
 
 // park runs the command in cmd on a goroutine of its own, the connection parked meanwhile.

@@ -248,9 +248,10 @@ func TestLoopClosedMidBlock(t *testing.T) {
 
 // TestLoopParksDeviceReads: a get whose values are not in memory runs on a goroutine while its
 // connection is parked, and its answer comes in order with those of the commands around it; a
-// get of values the memory tier holds runs on the loop.
+// get of values the memory tier holds runs on the loop. Either way each get is counted once.
 func TestLoopParksDeviceReads(t *testing.T) {
-	for _, tier := range []bool{false, true} {
+	var counts [2][3]uint64 // cmd_get, get_hits, get_misses, without and with the tier
+	for i, tier := range []bool{false, true} {
 		opts := testOptions()
 		if tier {
 			opts = append(opts, blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
@@ -282,6 +283,11 @@ func TestLoopParksDeviceReads(t *testing.T) {
 			t.Fatalf("%d commands parked, want the 3 retrievals", parks)
 		case tier && parks != 0:
 			t.Fatalf("%d commands parked with the values in memory", parks)
+		}
+		st := &e.srv.stats
+		counts[i] = [3]uint64{st.cmdGet.Load(), st.getHits.Load(), st.getMisses.Load()}
+		if i == 1 && counts[0] != counts[1] {
+			t.Fatalf("gets counted %v parked and %v on the loop", counts[0], counts[1])
 		}
 		// A client gone while its get is parked: nothing leaks, the server goes on.
 		gone := e.dial()

@@ -258,13 +258,16 @@ type conn struct {
 	reserved  *store.Value
 	reservedN int64
 
-	authed   bool
-	toks     [][]byte  // reused token slice
-	may      []bool    // reused by multi-gets (MayHold)
-	quiet    bool      // the command asked for noreply: nothing of its answer is written
-	carry    []byte    // a token cut by a read-buffer boundary (longLine), reused
-	head     valueHead // a get's VALUE line, made once (getOne)
-	metaHead metaHead  // an mg's status line, made once (metaGet)
+	authed bool
+	// residentOnly: the command runs on its loop, which must not wait for the device: a get
+	// of a value not in memory stops with errNotResident before it writes anything (loop.go).
+	residentOnly bool
+	toks         [][]byte  // reused token slice
+	may          []bool    // reused by multi-gets (MayHold)
+	quiet        bool      // the command asked for noreply: nothing of its answer is written
+	carry        []byte    // a token cut by a read-buffer boundary (longLine), reused
+	head         valueHead // a get's VALUE line, made once (getOne)
+	metaHead     metaHead  // an mg's status line, made once (metaGet)
 	// reqMetrics are the request series this connection has recorded, by operation and result,
 	// resolved once each (metrics.RequestMetric).
 	reqMetrics map[requestKind]metrics.RequestMetric

@@ -425,7 +425,7 @@ type Socket interface {
 // begin may be called more than once, when the blob changes under a ranged read before
 // anything was written; it must not write to the client itself.
 func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
-	return s.lookup(ctx, key, begin, false, blobcache.CompressionNone)
+	return s.lookup(ctx, key, begin, readGet, blobcache.CompressionNone)
 }
 
 // Send is Get for a caller whose plans name the socket W writes to (Plan.Sock): the lookup
@@ -433,18 +433,38 @@ func (s *Store) Get(ctx context.Context, key []byte, begin func(Info) (Plan, err
 // goes to the socket without a copy through user space. A plan without a socket, or for part of
 // the payload, is served as Get serves it, with one more positioned read.
 func (s *Store) Send(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
-	return s.lookup(ctx, key, begin, true, blobcache.CompressionNone)
+	return s.lookup(ctx, key, begin, readOpen, blobcache.CompressionNone)
 }
 
 // SendEncoded is Send for a client that takes a payload compressed with accept as it is stored
 // (blobcache.Cache.OpenEncoded): Info.Encoding says which a Get delivers.
 func (s *Store) SendEncoded(ctx context.Context, key []byte, accept blobcache.Compression, begin func(Info) (Plan, error)) (found bool, err error) {
-	return s.lookup(ctx, key, begin, true, accept)
+	return s.lookup(ctx, key, begin, readOpen, accept)
 }
 
-func (s *Store) lookup(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool, accept blobcache.Compression) (found bool, err error) {
+// SendResident is Send for a caller that must not wait for the device, such as an event loop: a
+// blob that lies in a segment file and not in the memory tier is not read, and SendResident
+// returns ErrNotResident without calling begin (blobcache.Cache.OpenResidentInto); the caller
+// then calls Send where a read may wait.
+func (s *Store) SendResident(ctx context.Context, key []byte, begin func(Info) (Plan, error)) (found bool, err error) {
+	return s.lookup(ctx, key, begin, readResident, blobcache.CompressionNone)
+}
+
+// ErrNotResident is SendResident's answer for a blob it would have to read from a file.
+var ErrNotResident = errors.New("store: blob not in memory")
+
+// readMode is how a lookup reads a blob.
+type readMode uint8
+
+const (
+	readGet      readMode = iota // Get: the value into memory
+	readOpen                     // Send: a large value left in its segment file
+	readResident                 // SendResident: Send, or ErrNotResident
+)
+
+func (s *Store) lookup(ctx context.Context, key []byte, begin func(Info) (Plan, error), mode readMode, accept blobcache.Compression) (found bool, err error) {
 	for range 3 {
-		found, retry, err := s.get(ctx, key, begin, open, accept)
+		found, retry, err := s.get(ctx, key, begin, mode, accept)
 		if !retry {
 			return found, err
 		}
@@ -463,14 +483,21 @@ var (
 // ranged read instead: past the bytes the library's first read of a large blob brings in.
 const switchOffset = 256 << 10
 
-func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), open bool, accept blobcache.Compression) (found, retry bool, err error) {
+func (s *Store) get(ctx context.Context, key []byte, begin func(Info) (Plan, error), mode readMode, accept blobcache.Compression) (found, retry bool, err error) {
 	t := time.Now()
 	slot := readSlots.Get().(*readSlot)
 	br := &slot.r
+	open := mode != readGet
 	var ok bool
 	switch {
 	case open && accept != blobcache.CompressionNone:
 		ok = s.c.OpenEncodedInto(br, key, accept)
+	case mode == readResident:
+		var resident bool
+		if ok, resident = s.c.OpenResidentInto(br, key); !resident {
+			readSlots.Put(slot)
+			return false, false, ErrNotResident
+		}
 	case open:
 		ok = s.c.OpenInto(br, key)
 	default:
