@@ -28,21 +28,27 @@ const (
 const EntryOverhead = int64(unsafe.Sizeof(Entry{})) + 64
 
 // Entry is one record's value held in memory. Its fields are set when it enters (Tier.Add) and
-// never change after; Key and Value lie in one buffer of the tier's, which it takes back, for
-// another entry, once neither the tier nor a reader holds the entry (refs).
+// never change after; Value lies in a buffer of the tier's, which it takes back, for another
+// entry, once neither the tier nor a reader holds the entry (refs).
 //
-// Value comes first in the buffer, at its start (a page boundary for a buffer mapped on its own),
-// and Key behind it. Where a value starts in its page decides how fast the kernel copies it into
-// a socket: on the AMD machine of docs/BENCHMARKS.md (session 25), a copy whose destination lay a
-// few bytes past the source modulo the page size ran at a third of the speed, and values placed
-// behind their key hit that with memaslap's keys and replies; at the page's start they did not.
+// Value comes first in the buffer, at its start (a page boundary for a buffer mapped on its own).
+// Where a value starts in its page decides how fast the kernel copies it into a socket: on the
+// AMD machine of docs/BENCHMARKS.md (session 25), a copy whose destination lay a few bytes past
+// the source modulo the page size ran at a third of the speed, and values placed behind their
+// key hit that with memaslap's keys and replies; at the page's start they did not.
+//
+// Key lies in the Entry itself when it has at most inlineKey bytes, and in the buffer behind the
+// value otherwise. A hit compares the key, so an inline key is one memory access fewer than a
+// key at the far end of the value (on a page of its own for a large one), and a value of a size
+// class's exact size (4 KiB) fills its class instead of spilling into the next one.
 type Entry struct {
-	Hash  uint64
-	Tag   uint64 // the record's place on disk
-	Key   []byte
-	Hdr   record.Header
-	Attrs string
-	Value []byte
+	Hash   uint64
+	Tag    uint64 // the record's place on disk
+	Key    []byte
+	inline [inlineKey]byte // Key's bytes, when they fit
+	Hdr    record.Header
+	Attrs  string
+	Value  []byte
 
 	buf []byte // Key and Value, and the rest of a size class
 	// resident is the bytes of buf the entry counts for: the pages written so far of a buffer
@@ -53,6 +59,9 @@ type Entry struct {
 	hits     atomic.Uint32 // saturating at maxHits
 	state    atomic.Uint32 // queue it is in (inSmall, inMain) or gone
 }
+
+// inlineKey is the longest key an Entry holds in itself (memaslap's keys, and most others).
+const inlineKey = 64
 
 const (
 	inSmall = iota
@@ -225,7 +234,10 @@ func (t *Tier) Fits(n int64) bool { return n <= t.maxEntry }
 // must first; the copy goes into a buffer an evicted entry left when one fits. False if the
 // entry may not enter (too large, or no room).
 func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, value []byte) bool {
-	k, n := len(key), len(key)+len(value)
+	n := len(value) // the bytes the buffer holds: the value, and a key too long for the Entry
+	if len(key) > inlineKey {
+		n += len(key)
+	}
 	size := int64(residentOf(n, 0)+len(attrs)) + EntryOverhead // the least it counts for
 	if !t.Fits(size) {
 		t.declined.Add(1)
@@ -247,10 +259,15 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 		return false
 	}
 	t.trimFree(size)
-	v := n - k
+	v := len(value)
 	copy(buf, value)
-	copy(buf[v:], key)
-	e := &Entry{Hash: h, Tag: tag, Key: buf[v:n:n], Hdr: hdr, Attrs: attrs, Value: buf[:v:v], buf: buf, resident: resident}
+	e := &Entry{Hash: h, Tag: tag, Hdr: hdr, Attrs: attrs, Value: buf[:v:v], buf: buf, resident: resident}
+	if len(key) <= inlineKey {
+		e.Key = e.inline[:len(key):len(key)]
+	} else {
+		e.Key = buf[v:n:n]
+	}
+	copy(e.Key, key)
 	e.refs.Store(1)
 	if t.ghost.Contains(h) {
 		t.ghost.Remove(h)

@@ -392,7 +392,8 @@ func BenchmarkHitSteps4K(b *testing.B) {
 }
 
 // TestValueAtBufferStart: an entry's value starts its buffer, whatever the key's length, so a
-// value in a buffer mapped on its own starts a page; the key follows it.
+// value in a buffer mapped on its own starts a page; a key of at most inlineKey bytes lies in
+// the Entry, a longer one follows the value.
 func TestValueAtBufferStart(t *testing.T) {
 	tr := New(64 << 20)
 	for _, keyLen := range []int{1, 20, 64, 250} {
@@ -408,6 +409,12 @@ func TestValueAtBufferStart(t *testing.T) {
 			}
 			if &e.Value[0] != &e.buf[0] || !bytes.Equal(e.Value, value) || !bytes.Equal(e.Key, key) {
 				t.Errorf("key %d, value %d: the value does not start its buffer, or the bytes differ", keyLen, size)
+			}
+			switch inline := &e.Key[0] == &e.inline[0]; {
+			case inline != (keyLen <= inlineKey):
+				t.Errorf("key %d, value %d: key in the Entry %v", keyLen, size, inline)
+			case !inline && &e.Key[0] != &e.buf[size]:
+				t.Errorf("key %d, value %d: a long key does not follow the value", keyLen, size)
 			}
 			if size >= slabBytes && uintptr(unsafe.Pointer(&e.Value[0]))%uintptr(pageSize) != 0 && mapsOnDemand {
 				t.Errorf("key %d, value %d: a mapped buffer's value starts at page offset %d", keyLen, size,

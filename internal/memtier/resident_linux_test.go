@@ -4,6 +4,7 @@ package memtier
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -31,18 +32,18 @@ func residentPages(t *testing.T, b []byte) int {
 	return n
 }
 
-// TestResidentAccounting: an entry in a buffer mapped on its own counts the pages its key and
-// value take, not its size class, and the kernel holds exactly those pages of the buffer; a
+// TestResidentAccounting: an entry in a buffer mapped on its own counts the pages its value (and
+// a key too long to lie in the Entry) take, not its size class, and the kernel holds exactly those pages of the buffer; a
 // buffer kept for reuse and taken by a smaller entry counts what its larger one made resident;
 // and the tier holds as many entries as that accounting lets in, within its capacity.
 func TestResidentAccounting(t *testing.T) {
 	tr := New(64 << 20)
-	const n = 100 << 10 // a class of 114,688 bytes: 28 pages; 100 KiB and a key take 26
+	const n = 100 << 10 // a class of 114,688 bytes: 28 pages; 100 KiB take 25
 	e := add(tr, "big", 1, n, 'b')
 	if cap(e.buf) <= n+8192 {
 		t.Fatalf("class of %d bytes for %d: the test needs a class with an untouched tail", cap(e.buf), n)
 	}
-	want := (n + len("big") + pageSize - 1) / pageSize
+	want := (n + pageSize - 1) / pageSize // the key lies in the Entry
 	if e.resident != want*pageSize {
 		t.Fatalf("counts %d resident bytes, want %d pages", e.resident, want)
 	}
@@ -57,8 +58,15 @@ func TestResidentAccounting(t *testing.T) {
 	// class), which still counts the pages the larger one made resident.
 	add(tr, "big", 2, n-4000, 's')
 	small := add(tr, "other", 1, n-4000, 'o') // a fresh buffer: only the pages it writes
-	if small.resident != ((n-4000+len("other")+pageSize-1)/pageSize)*pageSize || residentPages(t, small.buf) != small.resident/pageSize {
+	if small.resident != ((n-4000+pageSize-1)/pageSize)*pageSize || residentPages(t, small.buf) != small.resident/pageSize {
 		t.Fatalf("a fresh buffer for %d bytes counts %d", n-4000, small.resident)
+	}
+	// A key too long for the Entry lies behind the value, and its bytes count: 50 bytes short of
+	// 25 pages, and 100 of key, take 26.
+	longKey := strings.Repeat("L", inlineKey+36)
+	long := add(tr, longKey, 1, n-50, 'l')
+	if long.resident != (want+1)*pageSize || residentPages(t, long.buf) != want+1 {
+		t.Fatalf("an entry with a long key counts %d bytes; the kernel holds %d pages", long.resident, residentPages(t, long.buf))
 	}
 	v2 := tr.Get(xxhash.Sum64String("big"), 2, []byte("big"))
 	if v2 == nil || &v2.buf[:1][0] != &e.buf[:1][0] {
