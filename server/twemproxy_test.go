@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/seed57392e9e/blobcache/internal/testproc"
 )
 
 // Scale-out is an existing proxy's job, not a ring of our own: TestTwemproxy runs three
@@ -72,17 +73,6 @@ func (p twemproxyPool) config(listen string, backends []string) string {
 	return conf
 }
 
-// freePort returns a loopback port that was free a moment ago (nutcracker cannot listen on
-// port 0 and report the port).
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startTwemproxy starts nutcracker with pool in front of backends and returns its address.
 func startTwemproxy(t *testing.T, pool twemproxyPool, backends []string) string {
 	bin, err := exec.LookPath("nutcracker")
@@ -98,55 +88,27 @@ func startTwemproxy(t *testing.T, pool twemproxyPool, backends []string) string 
 		t.Skip(msg)
 	}
 	dir := t.TempDir()
-	for attempt := 0; ; attempt++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		conf := filepath.Join(dir, "nutcracker.yml")
-		if err := os.WriteFile(conf, []byte(pool.config(addr, backends)), 0o644); err != nil {
+	conf := filepath.Join(dir, "nutcracker.yml")
+	logFile := filepath.Join(dir, "nutcracker.log")
+	log := func() string {
+		b, _ := os.ReadFile(logFile)
+		return string(b)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nutcracker log:\n%s", log())
+		}
+	})
+	return testproc.Start(t, "nutcracker", func(port int) *exec.Cmd {
+		if err := os.WriteFile(conf, []byte(pool.config(fmt.Sprintf("127.0.0.1:%d", port), backends)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if out, err := exec.Command(bin, "-t", "-c", conf).CombinedOutput(); err != nil {
 			t.Fatalf("nutcracker rejects the configuration: %v\n%s", err, out)
 		}
-		logFile := filepath.Join(dir, "nutcracker.log")
-		cmd := exec.Command(bin, "-c", conf, "-o", logFile, "-p", filepath.Join(dir, "nutcracker.pid"),
-			"-a", "127.0.0.1", "-s", fmt.Sprint(freePort(t)), "-v", "5")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// exited is closed once the process is gone (waitErr set): the cleanup of an attempt whose
-		// proxy exited at once waits on it as well, so it is closed, not sent on once.
-		exited := make(chan struct{})
-		var waitErr error
-		go func() { waitErr = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				b, _ := os.ReadFile(logFile)
-				t.Logf("nutcracker log:\n%s", b)
-			}
-		})
-		// Wait for the proxy to accept connections, or to exit (its port was taken meanwhile).
-		for i := 0; i < 500; i++ {
-			select {
-			case <-exited:
-				if attempt < 3 {
-					t.Logf("nutcracker exited (%v); trying another port", waitErr)
-					goto retry
-				}
-				b, _ := os.ReadFile(logFile)
-				t.Fatalf("nutcracker exited: %v\n%s", waitErr, b)
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.Close()
-				return addr
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatal("nutcracker never accepted connections")
-	retry:
-	}
+		return exec.Command(bin, "-c", conf, "-o", logFile, "-p", filepath.Join(dir, "nutcracker.pid"),
+			"-a", "127.0.0.1", "-s", fmt.Sprint(testproc.FreePort(t)), "-v", "5")
+	}, log)
 }
 
 // modelValue is the value of key at version v: it names both, so a value read under the wrong

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed57392e9e/blobcache/internal/testproc"
 	"github.com/seed57392e9e/blobcache/server/store"
 )
 
@@ -93,65 +94,32 @@ func startMemcached(t *testing.T) (addr, version string) {
 		}
 		t.Skip(msg)
 	}
-	for attempt := 0; ; attempt++ {
-		addr = fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
-		_, port, _ := net.SplitHostPort(addr)
+	var stderr bytes.Buffer
+	addr = testproc.Start(t, "memcached", func(port int) *exec.Cmd {
 		// -U 0: no UDP. -I 1m (the default) and -m 64 are what the scripts expect; -c leaves
 		// room for their connections.
-		args := []string{"-l", "127.0.0.1", "-p", port, "-U", "0", "-m", "64", "-I", "1m", "-c", "256", "-t", "2"}
+		args := []string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "0", "-m", "64", "-I", "1m", "-c", "256", "-t", "2"}
 		if os.Geteuid() == 0 {
 			args = append(args, "-u", "root") // memcached refuses to run as root without -u
 		}
 		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
+		stderr.Reset()
 		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// exited is closed once the process is gone (waitErr set): the cleanup of an attempt whose
-		// memcached exited at once waits on it as well, so it is closed, not sent on once.
-		exited := make(chan struct{})
-		var waitErr error
-		go func() { waitErr = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-		})
-		for range 500 {
-			select {
-			case <-exited:
-				if attempt < 3 {
-					t.Logf("memcached exited (%v: %s); trying another port", waitErr, stderr.String())
-					goto retry
-				}
-				t.Fatalf("memcached exited: %v\n%s", waitErr, stderr.String())
-			default:
-			}
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				io.WriteString(c, "version\r\n")
-				line, err := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\r\n"), "VERSION ")
-				if err != nil || !ok {
-					t.Fatalf("memcached version: %q, %v", line, err)
-				}
-				return addr, v
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatal("memcached never accepted connections")
-	retry:
-	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+		return cmd
+	}, stderr.String)
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "version\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\r\n"), "VERSION ")
+	if err != nil || !ok {
+		t.Fatalf("memcached version: %q, %v", line, err)
+	}
+	return addr, v
 }
 
 // oracle is a memcached and a blobcache server side by side.
