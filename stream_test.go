@@ -605,6 +605,64 @@ func (h *holder) Hold(n int) ([]byte, bool, error) {
 	return b, true, nil
 }
 
+// TestPutFromValueHolderRoutes: a held value is stored as a copy on every route PutFrom takes (the
+// write buffer, compression, the memory tier on write, one file per blob), at the write buffer's
+// size (read whole) and one byte past it (streamed: Hold is not asked; with a file per blob,
+// refused as too large, the reader untouched), so that the reader's buffer, scribbled over as
+// soon as PutFrom returns, changes nothing read back, before and after the write buffer is
+// flushed.
+func TestPutFromValueHolderRoutes(t *testing.T) {
+	const wbs = 1 << 20
+	routes := []struct {
+		name string
+		opts []Option
+	}{
+		{"write buffer", nil},
+		{"memory tier on write", []Option{WithMemorySize(32 << 20), WithMemoryAdmission(MemoryOnWrite)}},
+		{"compressed", []Option{WithCompression(CompressionZstd)}},
+		{"per-blob files", []Option{WithPerBlobFiles(true)}},
+	}
+	for _, route := range routes {
+		t.Run(route.name, func(t *testing.T) {
+			c := open(t, t.TempDir(), append([]Option{WithWriteBufferSize(wbs)}, route.opts...)...)
+			defer c.Close()
+			for _, size := range []int{1, 4 << 10, 200 << 10, wbs, wbs + 1} {
+				key := fmt.Appendf(nil, "k%d", size)
+				want := bytes.Repeat(fmt.Appendf(nil, "%s blobcache ", key), size/10+1)[:size] // compressible
+				src := bytes.Clone(want)
+				h := &holder{b: src, hold: true}
+				_, err := c.PutFromWith(key, h, int64(size), PutOptions{})
+				if errors.Is(err, ErrValueTooLarge) && c.opts.PerBlobFiles {
+					// A file per blob holds what one batch holds: refused before the reader is
+					// asked for anything.
+					if h.holds != 0 || len(h.b) != size {
+						t.Fatalf("size %d, refused: Hold asked %d times, %d bytes read", size, h.holds, size-len(h.b))
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("size %d: %v", size, err)
+				}
+				if whole := c.readsWhole(int64(size)); len(h.b) != 0 || (h.holds == 1) != whole {
+					t.Fatalf("size %d: Hold asked %d times (read whole: %v), %d bytes left unread", size, h.holds, whole, len(h.b))
+				}
+				for i := range src {
+					src[i] ^= 0xff // the reader's buffer, reused
+				}
+				for _, drain := range []bool{false, true} {
+					if drain {
+						c.Drain()
+					}
+					got, ok := getBytes(t, c, string(key))
+					if !ok || !bytes.Equal(got, want) {
+						t.Fatalf("size %d, drained %v: read back %d bytes (%v), not the value put", size, drain, len(got), ok)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestPutFromValueHolder: a value PutFrom reads whole is taken from its reader's Hold when the
 // reader holds it, and stored as a copy (the reader's bytes change after, the stored ones do
 // not); a reader that declines is read; an error of Hold stores nothing.
