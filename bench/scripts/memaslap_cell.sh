@@ -1,7 +1,8 @@
 #!/bin/bash
 # memaslap_cell.sh: one memaslap cell against one server, started fresh on an empty directory
 # and stopped after. Prints one line: the server, the value size, memaslap's TPS, the hits per
-# second (gets less get_misses, over the run), the misses, the server's CPU ticks and peak RSS.
+# second (gets less get_misses, over the run), the misses, the server's CPU ticks, its CPU
+# microseconds per memaslap operation (us/op) and its peak RSS.
 #
 #   bash bench/scripts/memaslap_cell.sh SERVER SIZE SECONDS
 #
@@ -89,4 +90,6 @@ esac
 tps=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i + 1)}' | tail -1)
 gets=$(echo "$out" | awk '/^cmd_get:/ {v = $2} END {print v + 0}')
 missed=$(echo "$out" | awk '/^get_misses:/ {v = $2} END {print v + 0}')
-echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB$tier"
+ops=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "Ops:") v = $(i + 1)} END {print v + 0}')
+usop=$(awk -v t=$((c1 - c0)) -v n="$ops" 'BEGIN {if (n > 0) printf "%.1f", t * 10000 / n}')
+echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks us/op=$usop rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB$tier"
