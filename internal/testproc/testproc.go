@@ -1,5 +1,3 @@
-// Package testproc starts the external servers tests compare against or run behind (memcached,
-// nutcracker) on a free loopback port. It is imported by tests only.
 package testproc
 
 import (
