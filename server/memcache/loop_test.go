@@ -250,7 +250,7 @@ func TestLoopClosedMidBlock(t *testing.T) {
 // connection is parked, and its answer comes in order with those of the commands around it; a
 // get of values the memory tier holds runs on the loop. Either way each get is counted once.
 func TestLoopParksDeviceReads(t *testing.T) {
-	var counts [2][3]uint64 // cmd_get, get_hits, get_misses, without and with the tier
+	var counts [2][5]uint64 // cmd_get, get_hits, get_misses, cmd_touch, touch_hits, without and with the tier
 	for i, tier := range []bool{false, true} {
 		opts := testOptions()
 		if tier {
@@ -269,8 +269,8 @@ func TestLoopParksDeviceReads(t *testing.T) {
 		}
 		e.c.Drain() // on disk: not in the write buffer any more
 		before := e.srv.parks.Load()
-		io.WriteString(nc, "get a\r\nmn\r\nget nope big a\r\nmg a v\r\nmn\r\n")
-		want := fmt.Sprintf("VALUE a 1 1\r\na\r\nEND\r\nMN\r\nVALUE big 2 %d\r\n%s\r\nVALUE a 1 1\r\na\r\nEND\r\nVA 1\r\na\r\nMN\r\n", len(big), big)
+		io.WriteString(nc, "get a\r\nmn\r\nget nope big a\r\nmg a v\r\ngat 0 big\r\nmn\r\n")
+		want := fmt.Sprintf("VALUE a 1 1\r\na\r\nEND\r\nMN\r\nVALUE big 2 %d\r\n%s\r\nVALUE a 1 1\r\na\r\nEND\r\nVA 1\r\na\r\nVALUE big 2 %d\r\n%s\r\nEND\r\nMN\r\n", len(big), big, len(big), big)
 		got := make([]byte, len(want))
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
@@ -279,13 +279,13 @@ func TestLoopParksDeviceReads(t *testing.T) {
 		parks := e.srv.parks.Load() - before
 		switch {
 		case !netloop.Available:
-		case !tier && parks != 3:
-			t.Fatalf("%d commands parked, want the 3 retrievals", parks)
+		case !tier && parks != 4:
+			t.Fatalf("%d commands parked, want the 4 retrievals", parks)
 		case tier && parks != 0:
 			t.Fatalf("%d commands parked with the values in memory", parks)
 		}
 		st := &e.srv.stats
-		counts[i] = [3]uint64{st.cmdGet.Load(), st.getHits.Load(), st.getMisses.Load()}
+		counts[i] = [5]uint64{st.cmdGet.Load(), st.getHits.Load(), st.getMisses.Load(), st.cmdTouch.Load(), st.touchHits.Load()}
 		if i == 1 && counts[0] != counts[1] {
 			t.Fatalf("gets counted %v parked and %v on the loop", counts[0], counts[1])
 		}
