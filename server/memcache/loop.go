@@ -138,9 +138,9 @@ func (c *conn) closeOnError(err error) {
 // Device reads (Park): a retrieval whose values are not all in memory may wait for the device,
 // which would hold the loop's other connections: it runs on a goroutine of its own, its answer
 // gathered (collectSink), while the loop serves the rest; once it is done the loop writes the
-// answer and goes on with the connection's next command. A get (or gat) of one key runs on the
-// loop resident-only (Store.SendResident), and is parked only if its value is not in memory;
-// other retrievals are parked unless all their keys are (Store.Resident).
+// answer and goes on with the connection's next command. A retrieval of one key (get, gets,
+// gat, gats, mg) runs on the loop resident-only (Store.SendResident), and is parked only if its
+// value is not in memory; a get of several keys is parked unless all are (Store.Resident).
 
 // parkedCommand is a command running on a goroutine while its connection is parked.
 type parkedCommand struct {
@@ -187,13 +187,9 @@ func (c *conn) route(cmd []byte) commandRoute {
 		if len(toks) < 2 {
 			return routeLoop
 		}
-		for _, f := range toks[2:] {
-			if len(f) > 0 && f[0] == 'b' {
-				return routePark // a base64 key: not decoded here, so not known to be in memory
-			}
-		}
-		toks = toks[:2]
-	} else if len(toks) == keys+1 {
+		return routeTry // mg: one key, its lookup tells
+	}
+	if len(toks) == keys+1 {
 		return routeTry // get, gets, gat or gats of one key: its lookup tells
 	}
 	for _, k := range toks[min(keys, len(toks)):] {

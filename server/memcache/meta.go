@@ -215,20 +215,32 @@ func (h *metaHead) write(info store.Info) (store.Plan, error) {
 	return store.Plan{W: h.c.w, N: -1}, nil
 }
 
-// metaGet answers "mg <key> <flags>*".
+// metaGet answers "mg <key> <flags>*". With c.residentOnly, a value not in memory is not read:
+// metaGet returns errNotResident having written and counted nothing.
 func (c *conn) metaGet(toks [][]byte) (string, error) {
 	f, key, ok := c.metaKeyLine(toks, "")
 	if !ok {
 		return "error", nil
 	}
 	keyTok := toks[1]
-	c.s.stats.cmdGet.Add(1)
 	for attempt := 0; ; attempt++ {
 		h := &c.metaHead
 		h.f, h.keyTok, h.began = f, keyTok, false
-		found, err := c.s.st.Get(c.s.ctx, key, h.begin)
+		var found bool
+		var err error
+		if c.residentOnly && attempt == 0 {
+			found, err = c.s.st.SendResident(c.s.ctx, key, h.begin) // a plan without a socket: as Get
+		} else {
+			found, err = c.s.st.Get(c.s.ctx, key, h.begin)
+		}
 		f, began, hit, newExpires := h.f, h.began, h.hit, h.newExpires
 		*h = metaHead{c: c, begin: h.begin} // no reference to the request is kept
+		if err == store.ErrNotResident {
+			return "", errNotResident // nothing written or counted: asked again parked
+		}
+		if attempt == 0 {
+			c.s.stats.cmdGet.Add(1)
+		}
 		switch {
 		case err != nil && began:
 			c.s.log.Error("memcache mg failed mid-value", "key", fmt.Sprintf("%q", key), "err", err)
