@@ -105,10 +105,11 @@ func (c *Cache) GetRange(key []byte, off, n int64) (*Reader, bool) {
 // wait. Otherwise resident is true and found is what OpenInto would have returned. It costs one
 // lookup where Resident followed by OpenInto costs two.
 func (c *Cache) OpenResidentInto(r *Reader, key []byte) (found, resident bool) {
-	if _, found, resident = c.lookupRead(r, key, 0, -1, true, 0, true); !found {
+	l := keyLookup{residentOnly: true}
+	if _, found = c.lookupRead(&l, r, key, 0, -1, true, 0); !found {
 		c.newReader(r).err = ErrClosed
 	}
-	return found, resident
+	return found, !l.wouldOpen
 }
 
 // get is Get, GetRange, Open and OpenEncoded, and with dst their Into forms: a reader of value
@@ -116,66 +117,65 @@ func (c *Cache) OpenResidentInto(r *Reader, key []byte) (found, resident bool) {
 // Open's; accept, if not 0, the codec whose stored bytes the caller takes as they are. On a miss
 // dst is left as it was.
 func (c *Cache) get(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
-	r, found, _ := c.lookupRead(dst, key, off, n, lazy, accept, false)
-	return r, found
+	var l keyLookup
+	return c.lookupRead(&l, dst, key, off, n, lazy, accept)
 }
 
-// lookupRead is get; with residentOnly it stops before it would open a segment file, and
-// reports resident false (see OpenResidentInto).
-func (c *Cache) lookupRead(dst *Reader, key []byte, off, n int64, lazy bool, accept uint8, residentOnly bool) (r *Reader, found, resident bool) {
+// lookupRead is get, with l the lookup to run (zero, or with residentOnly set: see
+// OpenResidentInto).
+func (c *Cache) lookupRead(l *keyLookup, dst *Reader, key []byte, off, n int64, lazy bool, accept uint8) (*Reader, bool) {
 	if len(key) == 0 || len(key) > MaxKeyLen || c.closed.Load() {
-		return nil, false, true
+		return nil, false
 	}
 	h := record.KeyHash(key)
 	st := c.stats.stripe(h)
 	if !c.bloom.Load().Test(bloomHash(h)) {
 		st.bloomRejects.Add(1)
-		return nil, false, true
+		return nil, false
 	}
-	var l keyLookup
 	l.start(c, key, h, st)
-	l.memOK, l.accept, l.residentOnly = true, accept, residentOnly
+	l.memOK, l.accept = true, accept
 	if v, buf, ok, err := l.bufferedWhole(); ok {
 		switch {
 		case err != nil: // buf is nil: a value that failed to decompress
 			l.hit()
-			return c.errReader(dst, err), true, true
+			return c.errReader(dst, err), true
 		case v.Kind != record.KindPut || !l.live(v.Version, v.CTime, v.Expires):
 			if buf != nil {
 				putBuf(buf)
 			}
 			l.miss()
-			return nil, false, true
+			return nil, false
 		}
 		l.hit()
-		return c.memReader(dst, v, buf, off, n), true, true
+		return c.memReader(dst, v, buf, off, n), true
 	}
 	for l.next() {
 		if e := l.mem; e != nil {
 			if !l.live(e.Hdr.Version, e.Hdr.CTime, e.Hdr.Expires) {
 				c.mem.Release(e)
 				l.miss()
-				return nil, false, true
+				return nil, false
 			}
 			l.hit()
 			l.touched()
-			return c.memoryReader(dst, e, off, n), true, true
+			return c.memoryReader(dst, e, off, n), true
 		}
-		r, res := c.openRecord(dst, &l, off, n, lazy)
+		r, res := c.openRecord(dst, l, off, n, lazy)
 		switch res {
 		case openHit:
 			l.hit()
 			if r.err == nil {
 				l.touched()
 			}
-			return r, true, true
+			return r, true
 		case openMiss:
 			l.miss()
-			return nil, false, true
+			return nil, false
 		}
 		// openRetry: the index changed under the read; look again.
 	}
-	return nil, false, !l.wouldOpen
+	return nil, false
 }
 
 // Resident reports whether a Get of key would be answered without reading a file: the key is
