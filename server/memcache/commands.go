@@ -222,6 +222,16 @@ func (c *conn) get(keys [][]byte, withCAS, touch bool, expires int64) (string, e
 			return "error", nil
 		}
 	}
+	if c.residentOnly && len(keys) > 1 {
+		// Keys answered one after the other cannot stop midway: all are asked first, and read
+		// on the loop if all are in memory (a hint: a value evicted meanwhile is read there).
+		for _, k := range keys {
+			if !c.s.st.Resident(k) {
+				return "", errNotResident
+			}
+		}
+		c.residentOnly = false
+	}
 	result := "hit"
 	var may []bool
 	if !touch && len(keys) > 1 {

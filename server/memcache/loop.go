@@ -89,13 +89,8 @@ func (c *conn) Serve(lc *netloop.Conn) {
 			}
 			return
 		}
-		route := c.route(in[:need])
-		if route == routePark {
-			c.park(in[:need])
-			return
-		}
 		c.in.b, c.in.off = in, 0
-		c.residentOnly = route == routeTry
+		c.residentOnly = c.retrieval(in[:need])
 		err := c.command()
 		c.residentOnly = false
 		if err == errNotResident {
@@ -138,9 +133,10 @@ func (c *conn) closeOnError(err error) {
 // Device reads (Park): a retrieval whose values are not all in memory may wait for the device,
 // which would hold the loop's other connections: it runs on a goroutine of its own, its answer
 // gathered (collectSink), while the loop serves the rest; once it is done the loop writes the
-// answer and goes on with the connection's next command. A retrieval of one key (get, gets,
-// gat, gats, mg) runs on the loop resident-only (Store.SendResident), and is parked only if its
-// value is not in memory; a get of several keys is parked unless all are (Store.Resident).
+// answer and goes on with the connection's next command. Which retrievals wait is found by
+// running them on the loop resident-only (conn.residentOnly): a lookup of one key
+// (Store.SendResident), or for a get of several keys a check of them all first (Store.Resident),
+// stops before anything is written, and the command is parked then.
 
 // parkedCommand is a command running on a goroutine while its connection is parked.
 type parkedCommand struct {
@@ -155,49 +151,18 @@ type parkedCommand struct {
 // and consumed nothing, and runs again parked.
 var errNotResident = errors.New("memcache: value not in memory")
 
-// commandRoute is where a loop runs a command.
-type commandRoute uint8
-
-const (
-	routeLoop commandRoute = iota // on the loop: it never waits for the device
-	routeTry                      // on the loop resident-only, parked if it stops (errNotResident)
-	routePark                     // parked: a retrieval of a value the store would read from the device
-)
-
-// route tells where the command in cmd (its line first) runs.
-func (c *conn) route(cmd []byte) commandRoute {
-	if !c.authed || len(cmd) < 4 {
-		return routeLoop
+// retrieval reports whether the command in cmd is a retrieval (get, gets, gat, gats, mg) of a
+// connection that may run one: the loop runs it resident-only.
+func (c *conn) retrieval(cmd []byte) bool {
+	if !c.authed {
+		return false
 	}
-	var keys int
-	switch {
-	case bytes.HasPrefix(cmd, []byte("get ")), bytes.HasPrefix(cmd, []byte("gets ")):
-		keys = 1
-	case bytes.HasPrefix(cmd, []byte("gat ")), bytes.HasPrefix(cmd, []byte("gats ")):
-		keys = 2
-	case bytes.HasPrefix(cmd, []byte("mg ")):
-		keys = 1
-	default:
-		return routeLoop
-	}
-	line := trimEOL(cmd[:bytes.IndexByte(cmd, '\n')+1])
-	toks := split(line, c.toks[:0])
-	c.toks = toks[:0]
-	if toks[0][0] == 'm' {
-		if len(toks) < 2 {
-			return routeLoop
-		}
-		return routeTry // mg: one key, its lookup tells
-	}
-	if len(toks) == keys+1 {
-		return routeTry // get, gets, gat or gats of one key: its lookup tells
-	}
-	for _, k := range toks[min(keys, len(toks)):] {
-		if !c.s.st.Resident(k) {
-			return routePark
+	for _, name := range [...]string{"get ", "gets ", "gat ", "gats ", "mg "} {
+		if bytes.HasPrefix(cmd, []byte(name)) {
+			return true
 		}
 	}
-	return routeLoop
+	return false
 }
 
 // park runs the command in cmd on a goroutine of its own, the connection parked meanwhile.

@@ -259,8 +259,9 @@ type conn struct {
 	reservedN int64
 
 	authed bool
-	// residentOnly: the command runs on its loop, which must not wait for the device: a get
-	// of a value not in memory stops with errNotResident before it writes anything (loop.go).
+	// residentOnly: the command runs on its loop, which must not wait for the device: a
+	// retrieval of a value not in memory stops with errNotResident before it writes anything
+	// (loop.go).
 	residentOnly bool
 	toks         [][]byte  // reused token slice
 	may          []bool    // reused by multi-gets (MayHold)
