@@ -2,6 +2,7 @@ package memcache
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -79,23 +80,17 @@ func BenchmarkSet(b *testing.B) {
 	for _, size := range []int{4 << 10, 100 << 10, 1000000} {
 		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
 			_, c, set := benchSetup(b, size, 256<<20)
-			buf := make([]byte, 64)
+			const stored = "STORED\r\n"
+			buf := make([]byte, len(stored))
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := c.Write(set); err != nil {
 					b.Fatal(err)
 				}
-				n := 0
-				for n < len("STORED\r\n") {
-					k, err := c.Read(buf[n:])
-					if err != nil {
-						b.Fatal(err)
-					}
-					n += k
-				}
-				if string(buf[:n]) != "STORED\r\n" {
-					b.Fatalf("%q", buf[:n])
+				got := buf[:len(stored)]
+				if _, err := io.ReadFull(c, got); err != nil || string(got) != stored {
+					b.Fatalf("%q, %v", got, err)
 				}
 			}
 		})
