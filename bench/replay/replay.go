@@ -37,6 +37,10 @@ type Config struct {
 	// MemorySize is blobcache.Options.MemorySize, the memory tier's capacity in bytes (0: none).
 	// With a tier, a request is a whole Get (see Run).
 	MemorySize int64
+	// MemoryAdmission is blobcache.Options.MemoryAdmission: when a value enters the tier (the
+	// library's default, its second hit from the segments; blobcache.MemoryOnWrite, also as
+	// it is written, as blobcache serve does).
+	MemoryAdmission blobcache.MemoryAdmission
 	// Compression is blobcache.Options.Compression. MaxSize counts the bytes stored, so a
 	// cache that compresses holds more objects than one that does not at the same MaxSize.
 	Compression blobcache.Compression
@@ -167,6 +171,7 @@ type Result struct {
 // Hits counts both tiers' hits, MemoryHits those served from memory.
 type MemoryResult struct {
 	Size       int64  `json:"size"`        // Options.MemorySize
+	Admission  string `json:"admission"`   // Options.MemoryAdmission: second-hit or write
 	Hits       uint64 `json:"hits"`        // Stats.Hits: every hit, from either tier
 	MemoryHits uint64 `json:"memory_hits"` // Stats.MemoryHits: hits served from memory
 	Inserts    uint64 `json:"inserts"`     // values that entered the tier
@@ -241,6 +246,9 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	}
 	if cfg.MemorySize > 0 {
 		opts = append(opts, blobcache.WithMemorySize(cfg.MemorySize))
+		if cfg.MemoryAdmission != blobcache.MemoryOnSecondHit {
+			opts = append(opts, blobcache.WithMemoryAdmission(cfg.MemoryAdmission))
+		}
 	}
 	if cfg.Compression != blobcache.CompressionNone {
 		opts = append(opts, blobcache.WithCompression(cfg.Compression))
@@ -315,7 +323,7 @@ func Run(reqs []trace.Request, cfg Config) (Result, error) {
 	res.Declined, res.Reinserted, res.ReinsertDrop = s.Declined, s.Reinserted, s.ReinsertDropped
 	res.CompressedIn, res.CompressedOut, res.StoredAsGiven = s.CompressedBytesIn, s.CompressedBytesOut, s.StoredAsGiven
 	if cfg.MemorySize > 0 {
-		res.Memory = &MemoryResult{Size: cfg.MemorySize, Hits: s.Hits, MemoryHits: s.MemoryHits,
+		res.Memory = &MemoryResult{Size: cfg.MemorySize, Admission: cfg.MemoryAdmission.String(), Hits: s.Hits, MemoryHits: s.MemoryHits,
 			Inserts: s.MemoryInserts, Evictions: s.MemoryEvictions, Declined: s.MemoryDeclined,
 			Items: s.MemoryItems, Bytes: s.MemoryBytes}
 	}

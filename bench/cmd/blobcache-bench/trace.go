@@ -33,6 +33,8 @@ policy: fifo, reinsert[=share], probation[=share], second[=ghost entries], parts
 -memory 0,0.1 each case is replayed without a tier and with one. The tier holds copies of values
 the segments hold, so its hits are hits of the cache: the miss ratio counts both tiers, and the
 table adds the share of hits served from memory and the tier's inserts and evictions.
+-memory-admission write lets every value the replay puts enter the tier as it is written
+(Options.MemoryAdmission, blobcache serve's default), not only on its second hit.
 -compression replays each case once per compression (none, zstd, s2; Options.Compression):
 MaxSize counts the bytes stored, so at the same MaxSize a cache that compresses holds more.
 -values says what the values' bytes are: zeros (the default; only sizes matter without
@@ -81,6 +83,7 @@ func runTrace(args []string) error {
 	jsonOut := fs.String("json", "", "also write every figure to this file, as JSON")
 	policies := fs.String("policy", "default", "policies, comma-separated (see above); 'default' is the library's")
 	memories := fs.String("memory", "0", "memory tier sizes, comma-separated: a fraction of the cache size (0.1) or bytes (as -cache); 0: no tier")
+	admission := fs.String("memory-admission", "second-hit", "when a value enters the memory tier: second-hit (the library's default) or write (also as it is written, as blobcache serve does)")
 	compressions := fs.String("compression", "none", "compressions, comma-separated: none, zstd, s2 (Options.Compression); each case is replayed once per compression")
 	valuesKind := fs.String("values", "zeros", "value bytes: zeros, random (incompressible) or text (slices of the -corpus Go source)")
 	corpus := fs.String("corpus", "", "-values text: directory whose .go files, concatenated, values are cut from (default $(go env GOROOT)/src)")
@@ -89,6 +92,16 @@ func runTrace(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("trace: unexpected arguments %q", fs.Args())
+	}
+
+	var admit blobcache.MemoryAdmission
+	switch *admission {
+	case "second-hit":
+		admit = blobcache.MemoryOnSecondHit
+	case "write":
+		admit = blobcache.MemoryOnWrite
+	default:
+		return fmt.Errorf("trace: -memory-admission %q: want second-hit or write", *admission)
 	}
 
 	var reqs []trace.Request
@@ -160,7 +173,7 @@ func runTrace(args []string) error {
 				for _, comp := range comps {
 					res, err := replay.Run(reqs, replay.Config{
 						Dir: *dir, MaxSize: maxSize, SegmentSize: seg, WriteBufferSize: wb, ExpectedBlobs: int64(sum.Objects),
-						Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)), MemorySize: memSize,
+						Policy: pol, MeanSize: sum.UniqueBytes / int64(max(sum.Objects, 1)), MemorySize: memSize, MemoryAdmission: admit,
 						Compression: comp, Values: values,
 					})
 					if err != nil {

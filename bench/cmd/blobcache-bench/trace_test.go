@@ -86,6 +86,38 @@ func TestTraceMemory(t *testing.T) {
 	}
 }
 
+// TestTraceMemoryOnWrite replays a tiny trace with a memory tier that values enter on their
+// second hit (the library's default) and with one they enter as they are written
+// (-memory-admission write, blobcache serve's default). Either way the segments keep the same
+// records (PolicyFIFO), so the two runs miss the same requests; on write, every value the replay
+// puts enters the tier, so it takes in at least as many as there were misses and more than on
+// second hits. A word other than second-hit or write is refused.
+func TestTraceMemoryOnWrite(t *testing.T) {
+	dir := t.TempDir()
+	zipf := []string{"-zipf", "0.9", "-objects", "3000", "-requests", "30000", "-size", "2048", "-cache", "0.25", "-policy", "fifo", "-memory", "0.1"}
+	second, _ := traceJSON(t, dir, zipf...)
+	write, _ := traceJSON(t, dir, append(zipf, "-memory-admission", "write")...)
+	s, w := second.Runs[0], write.Runs[0]
+	if s.Memory == nil || w.Memory == nil {
+		t.Fatalf("no memory figures: %+v, %+v", s, w)
+	}
+	t.Logf("second hit: %d inserts, %.3f of hits from memory; on write: %d inserts, %.3f; %d misses",
+		s.Memory.Inserts, *s.MemoryHitShare, w.Memory.Inserts, *w.MemoryHitShare, w.Misses)
+	if s.Memory.Admission != "second-hit" || w.Memory.Admission != "write" {
+		t.Errorf("admission recorded as %q and %q", s.Memory.Admission, w.Memory.Admission)
+	}
+	if s.Misses != w.Misses || s.FlushedBytes != w.FlushedBytes {
+		t.Errorf("on write %d misses, %d bytes written; on second hit %d, %d", w.Misses, w.FlushedBytes, s.Misses, s.FlushedBytes)
+	}
+	if w.Memory.Inserts < uint64(w.Misses) || w.Memory.Inserts <= s.Memory.Inserts {
+		t.Errorf("on write %d inserts for %d misses; on second hit %d", w.Memory.Inserts, w.Misses, s.Memory.Inserts)
+	}
+	err := run([]string{"trace", "-dir", dir, "-zipf", "0.9", "-objects", "10", "-requests", "10", "-memory", "0.1", "-memory-admission", "first"})
+	if err == nil || !strings.Contains(err.Error(), "second-hit or write") {
+		t.Errorf("-memory-admission first: %v", err)
+	}
+}
+
 func TestParseMemorySize(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
