@@ -2,7 +2,10 @@
 # memaslap_cell.sh: one memaslap cell against one server, started fresh on an empty directory
 # and stopped after. Prints one line: the server, the value size, memaslap's TPS, the hits per
 # second (gets less get_misses, over the run), the misses, the server's CPU ticks, its CPU
-# microseconds per memaslap operation (us/op) and its peak RSS.
+# microseconds per memaslap operation (us/op), its peak RSS; memaslap's own CPU microseconds per
+# operation (slap_us/op), the machine's idle seconds during the load (idle, all CPUs; 100 ticks a
+# second assumed), and the server's voluntary and involuntary context switches per operation
+# (vcs/op, ics/op: its threads' counts, from /proc).
 #
 #   bash bench/scripts/memaslap_cell.sh SERVER SIZE SECONDS
 #
@@ -66,11 +69,21 @@ if [ "${WARMUP:-0}" -gt 0 ]; then
   "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${WARMUP}s" > /dev/null 2>&1
 fi
 c0=$(awk '{print $14 + $15}' /proc/$pid/stat)
+# The machine's idle ticks, and the server's voluntary and involuntary context switches (all its
+# threads): beside the server's CPU, what the cell costs the load generator and the scheduler.
+idle() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
+switches() { cat /proc/$pid/task/*/status 2> /dev/null | awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v + 0, n + 0}'; }
+i0=$(idle)
+read -r v0 n0 < <(switches)
 # read_bytes: the bytes read from whole disks so far (/proc/diskstats, sectors of 512 bytes).
 read_bytes() { awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {printf "%.0f\n", s * 512}' /proc/diskstats; }
 r0=$(read_bytes)
-out=$("$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1)
+# memaslap's own CPU (user and system seconds, bash's time keyword).
+slapcpu=$(mktemp)
+out=$( { TIMEFORMAT='%U %S'; time "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1; } 2> "$slapcpu")
 c1=$(awk '{print $14 + $15}' /proc/$pid/stat)
+i1=$(idle)
+read -r v1 n1 < <(switches)
 r1=$(read_bytes)
 rss=$(awk '/VmHWM/ {print int($2 / 1024)}' /proc/$pid/status)
 tier=""
@@ -92,4 +105,9 @@ gets=$(echo "$out" | awk '/^cmd_get:/ {v = $2} END {print v + 0}')
 missed=$(echo "$out" | awk '/^get_misses:/ {v = $2} END {print v + 0}')
 ops=$(echo "$out" | awk '/^Run time/ {for (i = 1; i <= NF; i++) if ($i == "Ops:") v = $(i + 1)} END {print v + 0}')
 usop=$(awk -v t=$((c1 - c0)) -v n="$ops" 'BEGIN {if (n > 0) printf "%.1f", t * 10000 / n}')
-echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks us/op=$usop rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB$tier"
+# memaslap's CPU per operation, the machine's idle seconds (all CPUs), the server's switches per
+# operation.
+side=$(awk -v n="$ops" -v di=$((i1 - i0)) -v dv=$((v1 - v0)) -v dn=$((n1 - n0)) '
+  NR == 1 && n > 0 {printf " slap_us/op=%.1f idle=%.1fs vcs/op=%.3f ics/op=%.3f", ($1 + $2) * 1e6 / n, di / 100, dv / n, dn / n}' "$slapcpu")
+rm -f "$slapcpu"
+echo "$(basename "$server") size=$size tps=$tps hits/s=$(((gets - missed) / secs)) missed=$missed/$gets cpu=$((c1 - c0))ticks us/op=$usop rss=${rss}MiB read=$(((r1 - r0) >> 20))MiB$side$tier"
