@@ -395,17 +395,38 @@ func (f *FastPath) handOver(hc *handedConn) bool {
 // respond answers c.req; false if the connection cannot go on (an error, or a response cut
 // short).
 func (c *fastConn) respond() bool {
+	ok, _ := c.answer(false)
+	return ok
+}
+
+// answer is respond; with residentOnly (an event loop's request) a blob that lies in a segment
+// file and not in memory is not read: answer then returns resident false, having written,
+// counted and recorded nothing, and the request is to be answered where a read may wait.
+func (c *fastConn) answer(residentOnly bool) (ok, resident bool) {
 	h, req := c.f.h, &c.req
-	c.f.served.Add(1) // before the response, which a test may have read before respond returns
 	start := time.Now()
-	c.tx.started(start)
 	c.w.committed, c.w.err = false, nil
 	c.status = ""
 	var found bool
 	var err error
-	if c.sock != nil {
+	switch {
+	case residentOnly:
+		// A held value may go out within the lookup: served is counted before it, and taken
+		// back when the lookup stops.
+		c.f.served.Add(1)
+		found, err = h.st.SendResident(context.Background(), req.key, c.begin)
+		if err == store.ErrNotResident {
+			c.f.served.Add(^uint64(0))
+			return false, false
+		}
+		c.tx.started(start)
+	case c.sock != nil:
+		c.f.served.Add(1) // before the response, which a test may have read before respond returns
+		c.tx.started(start)
 		found, err = h.st.Send(context.Background(), req.key, c.begin)
-	} else {
+	default:
+		c.f.served.Add(1)
+		c.tx.started(start)
 		found, err = h.st.Get(context.Background(), req.key, c.begin)
 	}
 	ok, code := true, c.status
@@ -450,7 +471,7 @@ func (c *fastConn) respond() bool {
 		}
 		h.m.Request("http", op, code, d)
 	}
-	return ok
+	return ok, true
 }
 
 // plan is the store's begin for c.req: the headers of the hit, then the bytes asked for, if any,

@@ -122,11 +122,12 @@ func (c *loopConn) Serve(lc *netloop.Conn) {
 			c.handOver()
 			return
 		}
-		if !c.f.h.st.Resident(c.req.key) {
+		ok, resident := c.answer(true)
+		if !resident {
 			c.park(n)
 			return
 		}
-		ok, closeAfter := c.respond(), c.req.close
+		closeAfter := c.req.close
 		c.req = fastRequest{} // no reference into the buffer outlives the request
 		lc.Consume(n)
 		c.answered = true
