@@ -404,29 +404,25 @@ func (c *fastConn) respond() bool {
 // counted and recorded nothing, and the request is to be answered where a read may wait.
 func (c *fastConn) answer(residentOnly bool) (ok, resident bool) {
 	h, req := c.f.h, &c.req
+	// Before the response, which a test may have read before answer returns (a held value may
+	// go out within the lookup); taken back when a resident-only lookup stops.
+	c.f.served.Add(1)
 	start := time.Now()
+	c.tx.started(start)
 	c.w.committed, c.w.err = false, nil
 	c.status = ""
 	var found bool
 	var err error
 	switch {
 	case residentOnly:
-		// A held value may go out within the lookup: served is counted before it, and taken
-		// back when the lookup stops.
-		c.f.served.Add(1)
 		found, err = h.st.SendResident(context.Background(), req.key, c.begin)
 		if err == store.ErrNotResident {
 			c.f.served.Add(^uint64(0))
 			return false, false
 		}
-		c.tx.started(start)
 	case c.sock != nil:
-		c.f.served.Add(1) // before the response, which a test may have read before respond returns
-		c.tx.started(start)
 		found, err = h.st.Send(context.Background(), req.key, c.begin)
 	default:
-		c.f.served.Add(1)
-		c.tx.started(start)
 		found, err = h.st.Get(context.Background(), req.key, c.begin)
 	}
 	ok, code := true, c.status
