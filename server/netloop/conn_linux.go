@@ -37,11 +37,18 @@ type Conn struct {
 	consumed bool      // Serve consumed input: a request read in part is a new one
 
 	out        [][]byte    // bytes to write, in order, when the socket takes them
-	holds      []io.Closer // closed once out is written
-	spill      []byte      // the copies in out of bytes not held
+	holds      []io.Closer // closed once out (and deferred) is written
+	spill      []byte      // the copies in out and deferred of bytes not held
 	iovecs     []unix.Iovec
 	events     uint32 // what the socket is watched for
 	closeAfter bool   // close once out is written
+
+	// deferred is what Send was given during the loop's batch of events, written at its end
+	// (flushDeferred) or once it passes deferMax bytes; while there is any, out is empty.
+	// queued says the connection is in the loop's list of them.
+	deferred      [][]byte
+	deferredBytes int
+	queued        bool
 
 	// Park's state, guarded by the loop's mu: the connection is parked (a request runs
 	// elsewhere), its Resume is queued for the loop, or it was closed while parked (Resume then
@@ -226,6 +233,26 @@ func (c *Conn) Send(iov [][]byte, held []bool, holds ...io.Closer) error {
 		closeAll(holds)
 		return errClosed
 	}
+	if len(c.out) == 0 && c.l.inBatch {
+		// Held back to the batch's end, when the loop has answered every socket it was told
+		// of: a client woken by the first answer then finds the others ready too.
+		for i, p := range iov {
+			if held == nil || !held[i] {
+				p = c.spillCopy(p)
+			}
+			c.deferred = append(c.deferred, p)
+			c.deferredBytes += len(p)
+		}
+		c.holds = append(c.holds, holds...)
+		if c.deferredBytes > deferMax {
+			return c.writeDeferred()
+		}
+		if !c.queued {
+			c.queued = true
+			c.l.deferred = append(c.l.deferred, c)
+		}
+		return nil
+	}
 	if len(c.out) == 0 {
 		rest, err := c.writev(iov)
 		if err != nil || len(rest) == 0 {
@@ -270,8 +297,8 @@ func (c *Conn) spillCopy(p []byte) []byte {
 // connection is closed (Closed is called).
 func (c *Conn) Detach() (nc net.Conn, unread []byte, err error) {
 	fd := c.fd
-	out, holds := c.out, c.holds
-	c.out, c.holds = nil, nil
+	out, holds := append(c.deferred, c.out...), c.holds
+	c.out, c.holds, c.deferred, c.deferredBytes = nil, nil, nil, 0
 	c.forget()
 	file := os.NewFile(uintptr(fd), "netloop")
 	nc, err = net.FileConn(file) // a duplicate, in the runtime's poller
@@ -358,7 +385,7 @@ func (c *Conn) serve(now time.Time) {
 		c.watch(ev)
 		return
 	}
-	if !out && c.closeAfter {
+	if !out && len(c.deferred) == 0 && c.closeAfter {
 		c.drop(ReasonClosed)
 		return
 	}
@@ -401,7 +428,9 @@ func (c *Conn) watch(ev uint32) bool {
 }
 
 // idle reports whether the connection waits for a request with nothing of one read.
-func (c *Conn) idle() bool { return len(c.out) == 0 && c.r == c.w && !c.parking }
+func (c *Conn) idle() bool {
+	return len(c.out) == 0 && len(c.deferred) == 0 && c.r == c.w && !c.parking
+}
 
 // limit is the time limit of the connection's phase, and the reason it closes past it.
 func (c *Conn) limit() (time.Duration, Reason) {
@@ -418,6 +447,52 @@ func (c *Conn) limit() (time.Duration, Reason) {
 		}
 	}
 	return lim.Idle, ReasonIdleTimeout
+}
+
+// deferMax is the most bytes a connection holds back for the end of its loop's batch: past it,
+// what it holds is written at once, and what the socket does not take waits (Waiting), as
+// without the batch. A value sent by reference counts its bytes too, so a large one goes at once.
+const deferMax = 64 << 10
+
+// writeDeferred writes what Send held back; what the socket does not take waits in out.
+func (c *Conn) writeDeferred() error {
+	rest, err := c.writev(c.deferred)
+	if err == nil && len(rest) > 0 {
+		c.out = append(c.out, rest...)
+	}
+	clear(c.deferred)
+	c.deferred, c.deferredBytes = c.deferred[:0], 0
+	if err == nil && len(c.out) == 0 {
+		c.closeHolds()
+		c.spill = c.spill[:0]
+	}
+	return err
+}
+
+// flushDeferred writes, at the end of the loop's batch, what Send held back during it, and
+// watches the socket for writing if it did not take it all.
+func (c *Conn) flushDeferred() {
+	c.queued = false
+	if c.fd < 0 {
+		c.deferred, c.deferredBytes = nil, 0 // closed or detached: its holds are closed
+		return
+	}
+	if len(c.deferred) == 0 {
+		return
+	}
+	if err := c.writeDeferred(); err != nil {
+		c.drop(ReasonPeer)
+		return
+	}
+	if len(c.out) > 0 {
+		if c.watch(writeEvents) {
+			c.ph, c.since = phaseWriting, time.Now()
+		}
+		return
+	}
+	if c.closeAfter {
+		c.drop(ReasonClosed)
+	}
 }
 
 // flush writes what of out the socket takes; false on a write error.
@@ -467,6 +542,7 @@ func (c *Conn) writev(iov [][]byte) ([][]byte, error) {
 		if len(c.iovecs) == 0 {
 			return nil, nil // nothing but empty pieces
 		}
+		c.l.writevs.Add(1)
 		r, _, errno := unix.Syscall(unix.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&c.iovecs[0])), uintptr(len(c.iovecs)))
 		clear(c.iovecs) // no reference to a value outlives its send
 		switch {

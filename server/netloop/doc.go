@@ -7,11 +7,14 @@
 // watches it, and the connection keeps its place in its listener's limit (netlimit.Take). Each
 // loop is a goroutine that waits in epoll_wait for its sockets, reads what a readable socket has
 // into the connection's input buffer, and calls its Protocol's Serve. The protocol answers the
-// whole requests at the front of Input, one after the other, with Send: each Send is one writev
-// of the non-blocking socket. What the socket does not take at once waits in the connection
-// (bytes the protocol holds for the write by reference, others copied) while the loop serves its
-// other connections; the connection then reads nothing until its output is written, and Serve
-// is called again. A request the loop should not serve (one that would block, or that the
+// whole requests at the front of Input, one after the other, with Send. What Send is given
+// during the loop's batch (the sockets one epoll_wait returned) is held back to the batch's end
+// and written then, one writev of the non-blocking socket per connection, so that a client
+// woken by its first answer finds the others of the batch ready too; once a connection holds
+// more than deferMax bytes, they are written at once. What the socket does not take waits in
+// the connection (bytes the protocol holds for the write by reference, others copied) while the
+// loop serves its other connections; the connection then reads nothing until its output is
+// written, and Serve is called again. A request the loop should not serve (one that would block, or that the
 // protocol does not frame) leaves the loop with Detach: a net.Conn again, over the same socket,
 // with the bytes read and not consumed in front.
 //
@@ -28,6 +31,8 @@
 // Invariants:
 //   - only the loop's goroutine touches its connections (Add passes new ones under a mutex);
 //   - a connection with output waiting is watched for writability only, and reads nothing;
+//   - what Send holds back for the batch's end comes before any output waiting, and is written
+//     before the loop waits again (Waiting does not count it: it is no back-pressure);
 //   - every hold given to Send is closed once: when all output before and with it is written,
 //     or when the connection closes or is detached;
 //   - Protocol.Closed is called once for a connection that closes, never for one detached.

@@ -49,6 +49,12 @@ type loop struct {
 
 	conns map[int32]*Conn
 	swept time.Time
+
+	// inBatch is set while the loop serves the sockets one epoll_wait returned; deferred are
+	// the connections that were sent something meanwhile (Conn.Send), written at its end.
+	inBatch  bool
+	deferred []*Conn
+	writevs  atomic.Int64 // writev calls, for the tests
 }
 
 // NewGroup starts n loops (n >= 1) with limits lim; log receives errors (nil discards them).
@@ -178,6 +184,7 @@ func (l *loop) run() {
 			return
 		}
 		now := time.Now()
+		l.inBatch = true
 		for _, ev := range events[:max(n, 0)] {
 			if int(ev.Fd) == l.wakeF {
 				var b [8]byte
@@ -190,6 +197,12 @@ func (l *loop) run() {
 				c.ready(now)
 			}
 		}
+		l.inBatch = false
+		for _, c := range l.deferred {
+			c.flushDeferred()
+		}
+		clear(l.deferred)
+		l.deferred = l.deferred[:0]
 		// A goroutine that does not pass through the scheduler for 10ms is preempted by sysmon,
 		// which then polls every 20µs for a while: a loop yields before that.
 		if now.Sub(yielded) > yieldEvery {

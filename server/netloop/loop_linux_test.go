@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -153,6 +155,41 @@ func expectReason(t *testing.T, closed chan Reason, want Reason) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("not closed (want reason %d)", want)
+	}
+}
+
+// TestAnswersWaitForTheBatch: the answers to the requests a loop reads in one batch go out at its
+// end, one writev a connection, in order; once they pass deferMax bytes they go at once, and what
+// follows waits behind them.
+func TestAnswersWaitForTheBatch(t *testing.T) {
+	addr, g, _ := echoServer(t, Limits{})
+	nc, br := dialEcho(t, addr)
+	var lines []string
+	for i := range 40 {
+		lines = append(lines, fmt.Sprintf("l%02d\n", i))
+	}
+	big := strings.Repeat("x", deferMax+100) + "\n"
+	want := append(append(append([]string{}, lines[:20]...), big), lines[20:]...)
+	writevs := func() (n int64) {
+		for _, l := range g.loops {
+			n += l.writevs.Load()
+		}
+		return n
+	}
+	before := writevs()
+	if _, err := io.WriteString(nc, strings.Join(want, "")); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i, w := range want {
+		got, err := br.ReadString('\n')
+		if err != nil || got != w {
+			t.Fatalf("answer %d: %d bytes, %v; want %d bytes", i, len(got), err, len(w))
+		}
+	}
+	// One writev a line would be 41; a batch reads at most the 64 bytes of the input buffer.
+	if n := writevs() - before; n > 20 {
+		t.Errorf("%d writevs for %d answers", n, len(want))
 	}
 }
 
