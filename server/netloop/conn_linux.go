@@ -607,5 +607,7 @@ func (c *Conn) forget() {
 	c.fd = -1
 	clear(c.out)
 	c.out = nil
+	clear(c.deferred)
+	c.deferred, c.deferredBytes = nil, 0
 	c.closeHolds()
 }
