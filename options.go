@@ -454,6 +454,16 @@ const (
 	MemoryOnWrite
 )
 
+// ParseMemoryAdmission is the MemoryAdmission whose String is s.
+func ParseMemoryAdmission(s string) (MemoryAdmission, error) {
+	for _, a := range []MemoryAdmission{MemoryOnSecondHit, MemoryOnWrite} {
+		if s == a.String() {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("blobcache: unknown memory admission %q (second-hit or write)", s)
+}
+
 func (a MemoryAdmission) String() string {
 	switch a {
 	case MemoryOnSecondHit:

@@ -3,6 +3,7 @@ package blobcache
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -98,5 +99,18 @@ func TestMinSegmentSize(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseMemoryAdmission: each admission's String reads back as itself; any other word is
+// refused, naming the words it takes.
+func TestParseMemoryAdmission(t *testing.T) {
+	for _, a := range []MemoryAdmission{MemoryOnSecondHit, MemoryOnWrite} {
+		if got, err := ParseMemoryAdmission(a.String()); err != nil || got != a {
+			t.Errorf("ParseMemoryAdmission(%q) = %v, %v", a.String(), got, err)
+		}
+	}
+	if _, err := ParseMemoryAdmission("first"); err == nil || !strings.Contains(err.Error(), "second-hit or write") {
+		t.Errorf("ParseMemoryAdmission(first): %v", err)
 	}
 }

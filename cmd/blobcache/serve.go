@@ -135,13 +135,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return exitError(2)
 	}
 	cfg.Cache.Compression = comp
-	switch memAdmission {
-	case "second-hit":
-		cfg.Cache.MemoryAdmission = blobcache.MemoryOnSecondHit
-	case "write":
-		cfg.Cache.MemoryAdmission = blobcache.MemoryOnWrite
-	default:
-		fmt.Fprintf(stderr, "blobcache serve: --memory-admission %q: want second-hit or write\n", memAdmission)
+	cfg.Cache.MemoryAdmission, err = blobcache.ParseMemoryAdmission(memAdmission)
+	if err != nil {
+		fmt.Fprintf(stderr, "blobcache serve: --memory-admission: %v\n", err)
 		return exitError(2)
 	}
 	switch policy {

@@ -94,18 +94,12 @@ func runTrace(args []string) error {
 		return fmt.Errorf("trace: unexpected arguments %q", fs.Args())
 	}
 
-	var admit blobcache.MemoryAdmission
-	switch *admission {
-	case "second-hit":
-		admit = blobcache.MemoryOnSecondHit
-	case "write":
-		admit = blobcache.MemoryOnWrite
-	default:
-		return fmt.Errorf("trace: -memory-admission %q: want second-hit or write", *admission)
+	admit, err := blobcache.ParseMemoryAdmission(*admission)
+	if err != nil {
+		return fmt.Errorf("trace: -memory-admission: %w", err)
 	}
 
 	var reqs []trace.Request
-	var err error
 	label := *name
 	switch sources := btoi(*oracle != "") + btoi(*csvPath != "") + btoi(*alpha > 0); {
 	case sources != 1:
