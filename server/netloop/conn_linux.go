@@ -323,7 +323,7 @@ func (c *Conn) Detach() (nc net.Conn, unread []byte, err error) {
 // or reads and serves requests.
 func (c *Conn) ready(now time.Time) {
 	if len(c.out) > 0 {
-		if !c.flush() {
+		if c.flush() != nil {
 			c.drop(ReasonPeer)
 			return
 		}
@@ -454,19 +454,13 @@ func (c *Conn) limit() (time.Duration, Reason) {
 // without the batch. A value sent by reference counts its bytes too, so a large one goes at once.
 const deferMax = 64 << 10
 
-// writeDeferred writes what Send held back; what the socket does not take waits in out.
+// writeDeferred writes what Send held back, as output that waits (out is empty while there is
+// any): what the socket does not take stays in out.
 func (c *Conn) writeDeferred() error {
-	rest, err := c.writev(c.deferred)
-	if err == nil && len(rest) > 0 {
-		c.out = append(c.out, rest...)
-	}
+	c.out = append(c.out, c.deferred...)
 	clear(c.deferred)
 	c.deferred, c.deferredBytes = c.deferred[:0], 0
-	if err == nil && len(c.out) == 0 {
-		c.closeHolds()
-		c.spill = c.spill[:0]
-	}
-	return err
+	return c.flush()
 }
 
 // flushDeferred writes, at the end of the loop's batch, what Send held back during it, and
@@ -495,16 +489,15 @@ func (c *Conn) flushDeferred() {
 	}
 }
 
-// flush writes what of out the socket takes; false on a write error.
-
-func (c *Conn) flush() bool {
+// flush writes what of out the socket takes; what it does not take stays in out.
+func (c *Conn) flush() error {
 	rest, err := c.writev(c.out)
 	if err != nil {
-		return false
+		return err
 	}
 	if len(rest) > 0 {
 		c.out = rest
-		return true
+		return nil
 	}
 	clear(c.out[:cap(c.out)])
 	c.out = c.out[:0]
@@ -513,7 +506,7 @@ func (c *Conn) flush() bool {
 		c.spill = nil
 	}
 	c.spill = c.spill[:0]
-	return true
+	return nil
 }
 
 func (c *Conn) closeHolds() {
