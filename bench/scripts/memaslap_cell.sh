@@ -24,6 +24,8 @@
 # what its /metrics say after the load: the blobs it holds, the memory tier's values, and the gets
 # the tier answered and did not.
 #
+# SLAP_ARGS adds memaslap options to both loads, e.g. "-d 10" for gets of 10 keys at once.
+#
 # With WARMUP=N, the same load first runs N seconds unmeasured, so that the measured part finds
 # the servers' memory filled (the fill's page faults are outside it).
 #
@@ -66,7 +68,7 @@ win=10k
 [ "$size" -gt 16384 ] && win=1k
 win=${WIN:-$win}
 if [ "${WARMUP:-0}" -gt 0 ]; then
-  "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${WARMUP}s" > /dev/null 2>&1
+  "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" ${SLAP_ARGS:-} -t "${WARMUP}s" > /dev/null 2>&1
 fi
 c0=$(awk '{print $14 + $15}' /proc/$pid/stat)
 # The machine's idle ticks, and the server's voluntary and involuntary context switches (all its
@@ -80,7 +82,7 @@ read_bytes() { awk '$3 !~ /[0-9]$/ || $3 ~ /^nvme[0-9]+n[0-9]+$/ {s += $6} END {
 r0=$(read_bytes)
 # memaslap's own CPU (user and system seconds, bash's time keyword).
 slapcpu=$(mktemp)
-out=$( { TIMEFORMAT='%U %S'; time "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" -t "${secs}s" 2>&1; } 2> "$slapcpu")
+out=$( { TIMEFORMAT='%U %S'; time "$slap" -s 127.0.0.1:$port -T 2 -c "${CONNS:-32}" -w "$win" -X "$size" ${SLAP_ARGS:-} -t "${secs}s" 2>&1; } 2> "$slapcpu")
 c1=$(awk '{print $14 + $15}' /proc/$pid/stat)
 i1=$(idle)
 read -r v1 n1 < <(switches)

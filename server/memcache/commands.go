@@ -222,25 +222,27 @@ func (c *conn) get(keys [][]byte, withCAS, touch bool, expires int64) (string, e
 			return "error", nil
 		}
 	}
-	if c.residentOnly && len(keys) > 1 {
-		// Keys answered one after the other cannot stop midway: all are asked first, and read
-		// on the loop if all are in memory (a hint: a value evicted meanwhile is read there).
-		for _, k := range keys {
-			if !c.s.st.Resident(k) {
-				return "", errNotResident
-			}
+	start, result := 0, "hit"
+	if c.resumeAt > 0 {
+		// Parked after its loop answered keys[:resumeAt] (below): the rest is answered here.
+		start, c.resumeAt = c.resumeAt, 0
+		if c.resumeMiss {
+			result = "miss"
 		}
-		c.residentOnly = false
+		c.resumeMiss = false
 	}
-	result := "hit"
 	var may []bool
 	if !touch && len(keys) > 1 {
-		// The cache's filter answers the misses of a multi-get for all keys at once.
-		c.may = slices.Grow(c.may[:0], len(keys))[:len(keys)]
-		may = c.may
-		c.s.st.MayHold(keys, may)
+		// The cache's filter answers the misses of a multi-get for all keys at once; a get
+		// resumed off its loop keeps the answers its loop had (the filter counts each once).
+		if start == 0 {
+			c.may = slices.Grow(c.may[:0], len(keys))[:len(keys)]
+			c.s.st.MayHold(keys, c.may)
+		}
+		may = c.may[:len(keys)]
 	}
-	for i, k := range keys {
+	for i := start; i < len(keys); i++ {
+		k := keys[i]
 		if may != nil && !may[i] {
 			c.s.stats.cmdGet.Add(1)
 			c.s.stats.getMisses.Add(1)
@@ -248,6 +250,12 @@ func (c *conn) get(keys [][]byte, withCAS, touch bool, expires int64) (string, e
 			continue
 		}
 		found, err := c.getOne(k, withCAS, touch, expires)
+		if err == errNotResident {
+			// The keys are answered in order: those before k are, in the reply buffer, and the
+			// get resumes at k parked (loop.go), where reads may wait for the device.
+			c.resumeAt, c.resumeMiss = i, result == "miss"
+			return "", errNotResident
+		}
 		if err != nil {
 			return "error", err
 		}

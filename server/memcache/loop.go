@@ -94,7 +94,7 @@ func (c *conn) Serve(lc *netloop.Conn) {
 		err := c.command()
 		c.residentOnly = false
 		if err == errNotResident {
-			c.in.b = nil // nothing was consumed or written
+			c.in.b = nil // nothing consumed; what was answered stays in c.w, before the rest
 			c.park(in[:need])
 			return
 		}
@@ -134,9 +134,11 @@ func (c *conn) closeOnError(err error) {
 // which would hold the loop's other connections: it runs on a goroutine of its own, its answer
 // gathered (collectSink), while the loop serves the rest; once it is done the loop writes the
 // answer and goes on with the connection's next command. Which retrievals wait is found by
-// running them on the loop resident-only (conn.residentOnly): a lookup of one key
-// (Store.SendResident), or for a get of several keys a check of them all first (Store.Resident),
-// stops before anything is written, and the command is parked then.
+// running them on the loop resident-only (conn.residentOnly): the lookup of a key
+// (Store.SendResident) stops before anything of its value is written, and the command is parked
+// then. A get of several keys answers on the loop the keys before that one (their VALUE blocks
+// stay in the reply buffer, ahead of what the parked command adds) and resumes at it
+// (conn.resumeAt): every key is looked up once, and none is read from the device on the loop.
 
 // parkedCommand is a command running on a goroutine while its connection is parked.
 type parkedCommand struct {
@@ -147,8 +149,9 @@ type parkedCommand struct {
 	out    collectSink // its answer
 }
 
-// errNotResident ends a command run with residentOnly whose value is not in memory: it wrote
-// and consumed nothing, and runs again parked.
+// errNotResident ends a command run with residentOnly whose value is not in memory: it consumed
+// nothing and wrote nothing of that value, and runs again parked (a get of several keys from
+// that key on).
 var errNotResident = errors.New("memcache: value not in memory")
 
 // retrieval reports whether the command in cmd is a retrieval (get, gets, gat, gats, mg) of a

@@ -302,6 +302,53 @@ func TestLoopParksDeviceReads(t *testing.T) {
 	}
 }
 
+// TestLoopResumesAMultiGet: a get of several keys answers on its loop the keys before the first
+// whose value is not in memory, and the parked get resumes at that key: the answer is whole and
+// in order, each key is counted once (by the server and by the cache's filter), and the command
+// parks once.
+func TestLoopResumesAMultiGet(t *testing.T) {
+	if !netloop.Available {
+		t.Skip("no event loops here")
+	}
+	// A 1 MiB tier holds values up to 64 KiB: "small" is in memory, "large" only on disk.
+	opts := append(testOptions(), blobcache.WithMemorySize(1<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
+	e := newEnvWith(t, Config{Loops: 1}, store.Config{}, opts)
+	nc := e.dial()
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	large := bytes.Repeat([]byte("L"), 100_000)
+	fmt.Fprintf(nc, "set small 1 0 5\r\nsmall\r\nset large 2 0 %d\r\n%s\r\n", len(large), large)
+	for range 2 {
+		if l, err := br.ReadString('\n'); l != "STORED\r\n" {
+			t.Fatalf("set: %q %v", l, err)
+		}
+	}
+	e.c.Drain()
+	if !e.c.Resident([]byte("small")) || e.c.Resident([]byte("large")) {
+		t.Fatalf("small resident %v, large resident %v: want true, false", e.c.Resident([]byte("small")), e.c.Resident([]byte("large")))
+	}
+	st := &e.srv.stats
+	parks, gets, hits, misses := e.srv.parks.Load(), st.cmdGet.Load(), st.getHits.Load(), st.getMisses.Load()
+	cacheMisses := e.c.Stats().Misses
+	io.WriteString(nc, "get small nope large nope2 small large\r\nmn\r\n")
+	want := fmt.Sprintf("VALUE small 1 5\r\nsmall\r\nVALUE large 2 %d\r\n%s\r\nVALUE small 1 5\r\nsmall\r\nVALUE large 2 %d\r\n%s\r\nEND\r\nMN\r\n",
+		len(large), large, len(large), large)
+	got := make([]byte, len(want))
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+		t.Fatalf("got %.200q, %v", got, err)
+	}
+	if n := e.srv.parks.Load() - parks; n != 1 {
+		t.Errorf("%d parks, want 1", n)
+	}
+	if g, h, m := st.cmdGet.Load()-gets, st.getHits.Load()-hits, st.getMisses.Load()-misses; g != 6 || h != 4 || m != 2 {
+		t.Errorf("cmd_get %d, get_hits %d, get_misses %d: want 6, 4, 2", g, h, m)
+	}
+	if m := e.c.Stats().Misses - cacheMisses; m != 2 {
+		t.Errorf("the cache counted %d misses, want 2", m)
+	}
+}
+
 // TestBlockHold: a data block whose bytes and "\r\n" are all in the connection's buffer (a
 // loop's, or a goroutine's bufio.Reader) is handed to the store from there
 // (blobcache.ValueHolder) and consumed with its "\r\n"; a length other than what is left of it,

@@ -260,15 +260,19 @@ type conn struct {
 
 	authed bool
 	// residentOnly: the command runs on its loop, which must not wait for the device: a
-	// retrieval of a value not in memory stops with errNotResident before it writes anything
-	// (loop.go).
+	// retrieval of a value not in memory stops with errNotResident before it writes anything of
+	// that value (loop.go).
 	residentOnly bool
-	toks         [][]byte  // reused token slice
-	may          []bool    // reused by multi-gets (MayHold)
-	quiet        bool      // the command asked for noreply: nothing of its answer is written
-	carry        []byte    // a token cut by a read-buffer boundary (longLine), reused
-	head         valueHead // a get's VALUE line, made once (getOne)
-	metaHead     metaHead  // an mg's status line, made once (metaGet)
+	// resumeAt is where a get of several keys that stopped so resumes, parked: its loop answered
+	// the keys before it (resumeMiss: one of them missed). 0 otherwise.
+	resumeAt   int
+	resumeMiss bool
+	toks       [][]byte  // reused token slice
+	may        []bool    // reused by multi-gets (MayHold)
+	quiet      bool      // the command asked for noreply: nothing of its answer is written
+	carry      []byte    // a token cut by a read-buffer boundary (longLine), reused
+	head       valueHead // a get's VALUE line, made once (getOne)
+	metaHead   metaHead  // an mg's status line, made once (metaGet)
 	// reqMetrics are the request series this connection has recorded, by operation and result,
 	// resolved once each (metrics.RequestMetric).
 	reqMetrics map[requestKind]metrics.RequestMetric

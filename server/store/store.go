@@ -256,10 +256,6 @@ func (c *clientReader) Hold(n int) ([]byte, bool, error) {
 // Delete removes key (whether or not it was there).
 func (s *Store) Delete(key []byte) error { return s.c.Delete(key) }
 
-// Resident reports whether a Get of key would read no file (blobcache.Cache.Resident): a hint
-// of whether the read may wait for the device.
-func (s *Store) Resident(key []byte) bool { return s.c.Resident(key) }
-
 // MayHold sets out[i] to whether keys[i] may have an item: false is certain, at the cost of a
 // filter probe (blobcache.MayContain; a batch of keys is probed at once).
 func (s *Store) MayHold(keys [][]byte, out []bool) { s.c.MayContain(keys, out) }
