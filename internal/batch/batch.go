@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/seed57392e9e/blobcache/internal/record"
@@ -51,10 +52,36 @@ type Batch struct {
 	// pendingPeak is the most keys pending has held: a map keeps its room after clear.
 	pendingPeak int
 
+	// holds has a bit set for the key hash of every record appended since the last Reset
+	// (holdsBit), set under mu before the record is indexed in pending and cleared only by
+	// Reset. Lookups read it without mu: a clear bit means the batch holds no record of the key,
+	// and the lookup takes no lock (the reads of keys a batch does not hold, nearly all of them,
+	// neither wait for an Append's copy nor share a lock's cache line).
+	holds [holdsWords]atomic.Uint64
+
 	chunks [][]byte // arena chunks, kept across Reset
+	fill   [][]byte // the arena an Append reserved and fills outside mu, reused
 	cur    int      // chunk being filled
 	used   int      // bytes used in chunks[cur]
 	sealed bool
+}
+
+// holdsWords is the size of Batch.holds in 64-bit words: 65,536 bits, 8 KiB a batch. A batch
+// of 4 KiB values in an 8 MiB write buffer sets about one bit in 32.
+const holdsWords = 1024
+
+// holdsBit is the word and the bit of Batch.holds for key hash h: its top 16 bits, 10 for the
+// word and 6 for the bit.
+func holdsBit(h uint64) (word int, bit uint64) {
+	i := h >> 48
+	return int(i >> 6), 1 << (i & 63)
+}
+
+// mayHold reports whether the batch may hold a record of a key with hash h: false is certain.
+// It takes no lock.
+func (b *Batch) mayHold(h uint64) bool {
+	w, bit := holdsBit(h)
+	return b.holds[w].Load()&bit != 0
 }
 
 // New returns an empty batch that holds at most limit bytes of records. In direct mode the
@@ -115,28 +142,43 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, co
 		panic("batch: Append after Seal")
 	}
 	n := record.HeaderSize + len(key)
+	copied := copyValue || b.direct
+	// The record's arena is taken under the lock and filled outside it: lookups find a record only
+	// once it is indexed (below), after its bytes are in place, and the lookups of other records
+	// do not wait for the copy. Appends are serialized by the caller: no other goroutine
+	// writes the batch meanwhile.
 	b.mu.Lock()
 	if pad := b.alignPad(n, len(value)); pad > 0 {
 		record.EncodePad(b.reserve(pad))
 	}
 	off := b.size
 	hk := b.reserve(n)
-	hdr.Encode(hk, key)
-	copy(hk[record.HeaderSize:], key)
-	if copyValue || b.direct {
-		for rest := value; len(rest) > 0; {
-			dst := b.reserve(min(len(rest), b.room()))
-			copy(dst, rest)
-			rest = rest[len(dst):]
-		}
+	fill := b.fill[:0]
+	if copied {
+		fill = b.reserveFor(fill, len(value))
 	} else if len(value) > 0 {
 		b.push(value)
 	}
-	for rest := attrs; len(rest) > 0; {
-		dst := b.reserve(min(len(rest), b.room()))
-		copy(dst, rest)
-		rest = rest[len(dst):]
+	fill = b.reserveFor(fill, len(attrs))
+	b.mu.Unlock()
+	hdr.Encode(hk, key)
+	copy(hk[record.HeaderSize:], key)
+	src, next := value, attrs
+	if !copied {
+		src, next = attrs, nil
 	}
+	for _, p := range fill {
+		for len(p) > 0 {
+			if len(src) == 0 {
+				src, next = next, nil
+			}
+			k := copy(p, src)
+			p, src = p[k:], src[k:]
+		}
+	}
+	clear(fill)
+	b.fill = fill[:0]
+	b.mu.Lock()
 	b.entries = append(b.entries, Entry{
 		Entry: segment.Entry{
 			Hash:   h,
@@ -155,6 +197,8 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, co
 		Codec:       hdr.Codec,
 		DataLen:     hdr.DataLen,
 	})
+	w, bit := holdsBit(h)
+	b.holds[w].Or(bit)
 	b.pending[h] = int32(len(b.entries) - 1)
 	b.pendingPeak = max(b.pendingPeak, len(b.pending))
 	b.mu.Unlock()
@@ -201,6 +245,17 @@ func (b *Batch) nextChunk() {
 		}
 		b.chunks = append(b.chunks, make([]byte, chunkSize))
 	}
+}
+
+// reserveFor appends to fill the arena for n more bytes of the stream, a chunk's worth at a
+// time, and returns it.
+func (b *Batch) reserveFor(fill [][]byte, n int) [][]byte {
+	for n > 0 {
+		p := b.reserve(min(n, b.room()))
+		fill = append(fill, p)
+		n -= len(p)
+	}
+	return fill
 }
 
 // reserve returns n contiguous bytes of arena appended to the stream. n must fit in a chunk.
@@ -295,6 +350,9 @@ func (b *Batch) Lookup(h uint64, key []byte) (v Value, found bool) {
 // a value), which comes back beside v for the caller to keep or give back; nil for a record
 // without a value. The attributes are a copy either way.
 func (b *Batch) LookupInto(h uint64, key []byte, take func(n int) *[]byte) (v Value, buf *[]byte, found bool) {
+	if !b.mayHold(h) {
+		return Value{}, nil, false
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	e, ok := b.find(h, key)
@@ -326,6 +384,9 @@ func (b *Batch) attrs(e Entry) []byte {
 // (fewer than len(p) when the value ends first). It does not allocate. A compressed value
 // (v.Codec set) is not copied: n is 0, and the caller decompresses it from Lookup's bytes.
 func (b *Batch) ReadValue(h uint64, key, p []byte, off int64) (v Value, n int, found bool) {
+	if !b.mayHold(h) {
+		return Value{}, 0, false
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	e, ok := b.find(h, key)
@@ -391,6 +452,9 @@ func (b *Batch) Reset() {
 	b.offs = b.offs[:0]
 	b.entries = b.entries[:0]
 	clear(b.pending)
+	for i := range b.holds {
+		b.holds[i].Store(0)
+	}
 	b.size = 0
 	b.cur = 0
 	b.used = 0
@@ -399,6 +463,9 @@ func (b *Batch) Reset() {
 
 // HasHash reports whether the batch holds a record of a key with hash h.
 func (b *Batch) HasHash(h uint64) bool {
+	if !b.mayHold(h) {
+		return false
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	_, ok := b.pending[h]

@@ -201,3 +201,51 @@ func withValue(b *Batch, k string) (Value, bool) {
 	})
 	return v, ok
 }
+
+// TestMayHold: the lock-free filter of a batch's key hashes answers true for every key appended
+// and false for most others, and Reset clears it; a lookup of a key appended while others look
+// keys up never misses it once its Append returned (run with -race).
+func TestMayHold(t *testing.T) {
+	b := New(16<<20, false)
+	const n = 2000
+	for i := range n {
+		put(t, b, fmt.Sprintf("k%d", i), []byte("v"), true)
+	}
+	for i := range n {
+		if !b.mayHold(record.KeyHash([]byte(fmt.Sprintf("k%d", i)))) {
+			t.Fatalf("k%d appended, mayHold false", i)
+		}
+	}
+	may := 0
+	for i := range 10000 {
+		if b.mayHold(record.KeyHash([]byte(fmt.Sprintf("absent%d", i)))) {
+			may++
+		}
+	}
+	// 2,000 of 65,536 bits set: about 3% of absent keys pass.
+	if may > 600 {
+		t.Fatalf("%d of 10000 absent keys may be held", may)
+	}
+	b.Reset()
+	for i := range n {
+		if b.mayHold(record.KeyHash([]byte(fmt.Sprintf("k%d", i)))) {
+			t.Fatalf("k%d may be held after Reset", i)
+		}
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			withValue(b, fmt.Sprintf("k%d", (i*7)%n))
+		}
+	}()
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		put(t, b, k, []byte(k), true)
+		if v, ok := withValue(b, k); !ok || string(v.Value) != k {
+			t.Fatalf("%s: found %v, %q", k, ok, v.Value)
+		}
+	}
+	<-done
+}

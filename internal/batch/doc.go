@@ -14,5 +14,7 @@
 //
 // Concurrency: Append, Seal and Reset must be serialized by the caller (the cache's writer lock).
 // Lookup and CopyValue may run concurrently with Append and with each other; they take the
-// batch's read lock. After Seal the batch is immutable until Reset.
+// batch's read lock, but only after a lock-free filter of the key hashes appended says the batch
+// may hold the key (a lookup of a key it does not hold takes no lock). After Seal the batch is
+// immutable until Reset.
 package batch
