@@ -261,13 +261,7 @@ func TestLoopParksDeviceReads(t *testing.T) {
 		defer nc.Close()
 		br := bufio.NewReader(nc)
 		big := bytes.Repeat([]byte("b"), 200_000)
-		fmt.Fprintf(nc, "set a 1 0 1\r\na\r\nset big 2 0 %d\r\n%s\r\n", len(big), big)
-		for range 2 {
-			if l, err := br.ReadString('\n'); l != "STORED\r\n" {
-				t.Fatalf("set: %q %v", l, err)
-			}
-		}
-		e.c.Drain() // on disk: not in the write buffer any more
+		setDrained(t, e, nc, br, []string{"a", "big"}, []byte("a"), big)
 		before := e.srv.parks.Load()
 		io.WriteString(nc, "get a\r\nmn\r\nget nope big a\r\nmg a v\r\nmg YQ== b v\r\ngat 0 big\r\nmn\r\n")
 		want := fmt.Sprintf("VALUE a 1 1\r\na\r\nEND\r\nMN\r\nVALUE big 2 %d\r\n%s\r\nVALUE a 1 1\r\na\r\nEND\r\nVA 1\r\na\r\nVA 1\r\na\r\nVALUE big 2 %d\r\n%s\r\nEND\r\nMN\r\n", len(big), big, len(big), big)
@@ -302,6 +296,21 @@ func TestLoopParksDeviceReads(t *testing.T) {
 	}
 }
 
+// setDrained stores values[i] under keys[i] with flags i+1 through nc, checks each STORED, and
+// drains the cache: the values are on disk, none in the write buffer.
+func setDrained(t *testing.T, e *env, nc net.Conn, br *bufio.Reader, keys []string, values ...[]byte) {
+	t.Helper()
+	for i, k := range keys {
+		fmt.Fprintf(nc, "set %s %d 0 %d\r\n%s\r\n", k, i+1, len(values[i]), values[i])
+	}
+	for range keys {
+		if l, err := br.ReadString('\n'); l != "STORED\r\n" {
+			t.Fatalf("set: %q %v", l, err)
+		}
+	}
+	e.c.Drain()
+}
+
 // TestLoopResumesAMultiGet: a get of several keys answers on its loop the keys before the first
 // whose value is not in memory, and the parked get resumes at that key: the answer is whole and
 // in order, each key is counted once (by the server and by the cache's filter), and the command
@@ -317,13 +326,7 @@ func TestLoopResumesAMultiGet(t *testing.T) {
 	defer nc.Close()
 	br := bufio.NewReader(nc)
 	large := bytes.Repeat([]byte("L"), 100_000)
-	fmt.Fprintf(nc, "set small 1 0 5\r\nsmall\r\nset large 2 0 %d\r\n%s\r\n", len(large), large)
-	for range 2 {
-		if l, err := br.ReadString('\n'); l != "STORED\r\n" {
-			t.Fatalf("set: %q %v", l, err)
-		}
-	}
-	e.c.Drain()
+	setDrained(t, e, nc, br, []string{"small", "large"}, []byte("small"), large)
 	if !e.c.Resident([]byte("small")) || e.c.Resident([]byte("large")) {
 		t.Fatalf("small resident %v, large resident %v: want true, false", e.c.Resident([]byte("small")), e.c.Resident([]byte("large")))
 	}
