@@ -67,7 +67,7 @@ type Batch struct {
 }
 
 // holdsWords is the size of Batch.holds in 64-bit words: 65,536 bits, 8 KiB a batch. A batch
-// of 4 KiB values in an 8 MiB write buffer sets about one bit in 32.
+// of 4 KiB values in a 16 MiB write buffer sets about one bit in 16.
 const holdsWords = 1024
 
 // holdsBit is the word and the bit of Batch.holds for key hash h: its top 16 bits, 10 for the
