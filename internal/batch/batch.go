@@ -159,23 +159,13 @@ func (b *Batch) Append(h uint64, hdr record.Header, key, value, attrs []byte, co
 	} else if len(value) > 0 {
 		b.push(value)
 	}
+	nv := len(fill) // fill[:nv] is the value's room, fill[nv:] the attributes'
 	fill = b.reserveFor(fill, len(attrs))
 	b.mu.Unlock()
 	hdr.Encode(hk, key)
 	copy(hk[record.HeaderSize:], key)
-	src, next := value, attrs
-	if !copied {
-		src, next = attrs, nil
-	}
-	for _, p := range fill {
-		for len(p) > 0 {
-			if len(src) == 0 {
-				src, next = next, nil
-			}
-			k := copy(p, src)
-			p, src = p[k:], src[k:]
-		}
-	}
+	scatter(fill[:nv], value)
+	scatter(fill[nv:], attrs)
 	clear(fill)
 	b.fill = fill[:0]
 	b.mu.Lock()
@@ -244,6 +234,13 @@ func (b *Batch) nextChunk() {
 			panic("batch: direct arena overflow")
 		}
 		b.chunks = append(b.chunks, make([]byte, chunkSize))
+	}
+}
+
+// scatter copies src into the pieces of dst, in order; they add up to its length.
+func scatter(dst [][]byte, src []byte) {
+	for _, p := range dst {
+		src = src[copy(p, src):]
 	}
 }
 

@@ -236,14 +236,9 @@ func (c *Conn) Send(iov [][]byte, held []bool, holds ...io.Closer) error {
 	if len(c.out) == 0 && c.l.inBatch {
 		// Held back to the batch's end, when the loop has answered every socket it was told
 		// of: a client woken by the first answer then finds the others ready too.
-		for i, p := range iov {
-			if held == nil || !held[i] {
-				p = c.spillCopy(p)
-			}
-			c.deferred = append(c.deferred, p)
-			c.deferredBytes += len(p)
-		}
-		c.holds = append(c.holds, holds...)
+		var n int
+		c.deferred, n = c.keep(c.deferred, iov, held, holds)
+		c.deferredBytes += n
 		if c.deferredBytes > deferMax {
 			return c.writeDeferred()
 		}
@@ -264,14 +259,23 @@ func (c *Conn) Send(iov [][]byte, held []bool, holds ...io.Closer) error {
 		}
 		iov = rest
 	}
+	c.out, _ = c.keep(c.out, iov, held, holds)
+	return nil
+}
+
+// keep appends iov's pieces to dst to be written later, copying those not held (spillCopy), and
+// takes holds; it returns dst and the bytes appended.
+func (c *Conn) keep(dst, iov [][]byte, held []bool, holds []io.Closer) ([][]byte, int) {
+	n := 0
 	for i, p := range iov {
 		if held == nil || !held[i] {
 			p = c.spillCopy(p)
 		}
-		c.out = append(c.out, p)
+		dst = append(dst, p)
+		n += len(p)
 	}
 	c.holds = append(c.holds, holds...)
-	return nil
+	return dst, n
 }
 
 func closeAll(holds []io.Closer) {
