@@ -447,7 +447,8 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
-	accepted, err := c.w.append(h, hdr, key, stored, copyValue, m)
+	held := c.prepareWritten(h, hdr, key, value, string(attrsOf(m)))
+	accepted, err := c.w.append(h, hdr, key, stored, copyValue, held, m)
 	if accepted {
 		c.bloomAdd(h)
 		c.stats.puts.Add(1)
@@ -503,7 +504,7 @@ func (c *Cache) delete(key []byte, m *writeMeta) error {
 		return err
 	}
 	c.keep.Charge(hdr.Len()) // a tombstone is always written, and counts
-	accepted, err := c.w.append(l.h, hdr, key, nil, true, m)
+	accepted, err := c.w.append(l.h, hdr, key, nil, true, nil, m)
 	if !accepted {
 		return err
 	}

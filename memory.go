@@ -28,7 +28,8 @@ import (
 // (memoryGate), and checked against the record's CRC-32C as it enters: a value that fails the
 // check is damage, counted, and the read is a miss. Values are checked once; a hit from memory
 // makes no other pass over them. With MemoryOnWrite a value also enters as its batch is
-// committed (admitWritten), from the batch's bytes, before the index names its record's place.
+// committed (admitWritten), before the index names its record's place: a copy made as it was
+// written (prepareWritten), or else from the batch's bytes.
 
 // memTag is the tier's tag of the record at loc: its place, unique among the process's records.
 func memTag(loc index.Loc) uint64 { return uint64(loc.Segment)<<32 | uint64(loc.Offset) }
@@ -174,10 +175,11 @@ func (l *keyLookup) readAtMemory(p []byte, off int64) (n int, err error, done bo
 	return n, nil, true
 }
 
-// writtenSize is what admitWritten asks the tier to fit for the record of batch entry e: at
-// least the entry's Size, whatever the record's key and attributes.
-func writtenSize(e batch.Entry) int64 {
-	return int64(e.Length) + int64(e.DataLen) + memtier.EntryOverhead
+// writtenSize is what admitWritten and prepareWritten ask the tier to fit for a record of length
+// bytes whose value decompresses to dataLen (0 without a codec): at least the entry's Size,
+// whatever the record's key and attributes.
+func writtenSize(length int64, dataLen uint32) int64 {
+	return length + int64(dataLen) + memtier.EntryOverhead
 }
 
 // heldOnWrite reports whether every value of batch b enters the memory tier as the batch is
@@ -187,18 +189,50 @@ func (c *Cache) heldOnWrite(b *batch.Batch) bool {
 		return false
 	}
 	for _, be := range b.Entries() {
-		if be.Kind == record.KindPut && !c.mem.Fits(writtenSize(be)) {
+		if be.Kind == record.KindPut && !c.mem.Fits(writtenSize(int64(be.Length), be.DataLen)) {
 			return false
 		}
 	}
 	return true
 }
 
+// prepareWritten makes the memory tier's entry for a record being written (MemoryOnWrite), with
+// header hdr (stamped and sealed; its codec's, if compressed), key, the value as given (value,
+// before any compression) and attributes attrs: the copy is made while the caller has the value's
+// bytes at hand, just checked, rather than from the write buffer at commit, and goes with the
+// record into its batch (writer.append), to be published as the batch is committed
+// (admitWritten). Nil if the tier does not take values on write, or not this one.
+func (c *Cache) prepareWritten(h uint64, hdr record.Header, key, value []byte, attrs string) *memtier.Entry {
+	if !c.admitsOnWrite() {
+		return nil
+	}
+	if !c.mem.Fits(writtenSize(hdr.Len(), hdr.DataLen)) {
+		c.mem.NoteDeclined()
+		return nil
+	}
+	return c.mem.Prepare(h, key, plainHeader(hdr), attrs, value)
+}
+
+// discardPrepared gives up the memory tier's entries prepared for records of b that were not
+// published (a batch that was lost), before b is reused.
+func (c *Cache) discardPrepared(b *batch.Batch) {
+	for i := range b.Len() {
+		if e, ok := b.TakeHeld(i).(*memtier.Entry); ok {
+			c.mem.Discard(e)
+		}
+	}
+}
+
 // admitWritten puts the value of record i of batch b, committed at loc, in the memory tier
-// (MemoryOnWrite). A record the batch holds in one piece is copied once, into the tier; one
-// that spans its chunks is first gathered (batch.RecordBytes).
+// (MemoryOnWrite): the entry prepared for it as it was written (prepareWritten), or else a copy of
+// the batch's bytes. A record the batch holds in one piece is copied once, into the tier; one that
+// spans its chunks is first gathered (batch.RecordBytes).
 func (c *Cache) admitWritten(b *batch.Batch, i int, h uint64, loc index.Loc) {
-	if !c.mem.Fits(writtenSize(b.Entries()[i])) {
+	if e, ok := b.TakeHeld(i).(*memtier.Entry); ok {
+		c.mem.Publish(e, memTag(loc))
+		return
+	}
+	if be := b.Entries()[i]; !c.mem.Fits(writtenSize(int64(be.Length), be.DataLen)) {
 		c.mem.NoteDeclined()
 		return
 	}

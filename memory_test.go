@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seed57392e9e/blobcache/internal/vfs/errorfs"
 )
 
 // warm reads key until the memory tier serves it (its second hit from the segments puts it
@@ -482,6 +484,41 @@ func TestReaderBuffered(t *testing.T) {
 	if n := vc.Stats().CorruptRecord; n != corrupt+1 {
 		t.Fatalf("damage counted %d times", n-corrupt)
 	}
+}
+
+// TestMemoryOnWriteLostBatch: a value enters the memory tier as it is written (its copy made then,
+// counted at once) but is found there only once its batch is committed; a batch whose write fails
+// gives its copies up, so the tier's bytes come back to what the committed values take, and none
+// of the lost values is served from memory, nor anything else for their keys.
+func TestMemoryOnWriteLostBatch(t *testing.T) {
+	fs := faultyFS(t)
+	c := open(t, t.TempDir(), small(withFS(fs), WithMemorySize(16<<20), WithMemoryAdmission(MemoryOnWrite), WithFlushInterval(time.Hour))...)
+	defer c.Close()
+	base := putKeys(t, c, "base", 20, 0, 3000)
+	c.Drain()
+	st0 := c.Stats()
+	if st0.MemoryItems != 20 {
+		t.Fatalf("%d values in memory after the first commit, want 20", st0.MemoryItems)
+	}
+	fs.Add(&errorfs.Fault{Ops: errorfs.OpWrite, Name: "*.seg", Times: 1})
+	lost := putKeys(t, c, "lost", 5, 0, 3000)
+	if st := c.Stats(); st.MemoryBytes <= st0.MemoryBytes || st.MemoryItems != 20 {
+		t.Fatalf("before the commit: %d bytes (%d before), %d items; want more bytes, no more items", st.MemoryBytes, st0.MemoryBytes, st.MemoryItems)
+	}
+	c.Drain()
+	if st := c.Stats(); st.FlushErrors == 0 || st.MemoryBytes != st0.MemoryBytes || st.MemoryItems != 20 {
+		t.Fatalf("after the lost batch: %d flush errors, %d bytes in memory (%d before), %d items", st.FlushErrors, st.MemoryBytes, st0.MemoryBytes, st.MemoryItems)
+	}
+	hits := c.Stats().MemoryHits
+	for k, v := range lost {
+		if lookup(t, c, k, v) == hit {
+			t.Fatalf("%s: a value of a lost batch is served", k)
+		}
+	}
+	if c.Stats().MemoryHits != hits {
+		t.Fatal("a lost key was looked up in memory and hit")
+	}
+	expectAll(t, c, base)
 }
 
 // TestMemoryOnWriteDamageAfter: a value that entered the memory tier as it was written is served

@@ -131,6 +131,6 @@ func (c *Cache) decline(key []byte, h uint64, m *writeMeta) error {
 		return err
 	}
 	c.keep.Charge(hdr.Len())
-	_, err := c.w.append(h, hdr, key, nil, true, nil)
+	_, err := c.w.append(h, hdr, key, nil, true, nil, nil)
 	return err
 }

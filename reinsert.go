@@ -285,7 +285,7 @@ func (w *writer) reinsert(h uint64, hdr record.Header, key, value, attrs []byte,
 	w.c.segs.raiseMainFloor(loc.Segment + 1)
 	// appendLocked checks o again right before the record goes in, after any wait for a
 	// batch or for room (which release mu).
-	if err := w.appendLocked(h, hdr, key, value, true, &writeMeta{attrs: attrs, obs: o, toMain: true, hits: hits}); err != nil {
+	if err := w.appendLocked(h, hdr, key, value, true, nil, &writeMeta{attrs: attrs, obs: o, toMain: true, hits: hits}); err != nil {
 		return reinsertGone
 	}
 	w.credit.Spend(n)

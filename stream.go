@@ -198,7 +198,7 @@ func (c *Cache) readsWhole(size int64) bool {
 
 // admitsOnWrite reports whether values enter the memory tier as they are written.
 func (c *Cache) admitsOnWrite() bool {
-	return c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite
+	return c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite && c.layout.admitsOnCommit()
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {

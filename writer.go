@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed57392e9e/blobcache/internal/batch"
+	"github.com/seed57392e9e/blobcache/internal/memtier"
 	"github.com/seed57392e9e/blobcache/internal/policy"
 	"github.com/seed57392e9e/blobcache/internal/record"
 	"github.com/seed57392e9e/blobcache/internal/segment"
@@ -152,10 +153,17 @@ func newWriter(c *Cache) *writer {
 //
 // With m's observation (a conditional write), the record is taken only if the key's newest
 // record is still the observed one; otherwise append returns errChanged.
-func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) (accepted bool, err error) {
+//
+// held, if not nil, is the memory tier's entry prepared for the record (prepareWritten): it goes
+// with the record into its batch, to be published when the batch is committed, or is discarded
+// here if the record is not appended.
+func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValue bool, held *memtier.Entry, m *writeMeta) (accepted bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.broken != nil {
+		if held != nil {
+			w.c.mem.Discard(held)
+		}
 		return false, w.broken
 	}
 	// An earlier batch that failed is reported once, to this caller, but this record is still
@@ -170,7 +178,7 @@ func (w *writer) append(h uint64, hdr record.Header, key, value []byte, copyValu
 	}
 	w.writeForgotten()
 	w.writeStale()
-	if err := w.appendLocked(h, hdr, key, value, copyValue, m); err != nil {
+	if err := w.appendLocked(h, hdr, key, value, copyValue, held, m); err != nil {
 		return false, err
 	}
 	w.earn(hdr.Len())
@@ -244,7 +252,7 @@ func (w *writer) writeStale() {
 			return
 		}
 		hdr := record.Header{Kind: record.KindDelete, KeyLen: uint32(len(sk.key)), CTime: w.c.opts.Clock().UnixNano(), Version: version}
-		if err := w.appendLocked(h, hdr, sk.key, nil, true, nil); err != nil {
+		if err := w.appendLocked(h, hdr, sk.key, nil, true, nil, nil); err != nil {
 			return
 		}
 	}
@@ -275,7 +283,7 @@ func (w *writer) writeForgotten() {
 			m = &writeMeta{toMain: true}
 			w.c.segs.raiseMainFloor(w.c.segs.lastID.Load() + 1)
 		}
-		if err := w.appendLocked(h, hdr, key, nil, true, m); err != nil {
+		if err := w.appendLocked(h, hdr, key, nil, true, nil, m); err != nil {
 			return
 		}
 	}
@@ -284,7 +292,12 @@ func (w *writer) writeForgotten() {
 // appendLocked is append with mu held. Waiting for a batch releases mu, so a conditional
 // write's check (stillObserved) is made once the batch is there, just before the record goes
 // in.
-func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool, m *writeMeta) error {
+func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, copyValue bool, held *memtier.Entry, m *writeMeta) error {
+	defer func() {
+		if held != nil {
+			w.c.mem.Discard(held) // the record was not appended
+		}
+	}()
 	n := hdr.Len()
 	for {
 		r, ghost := w.regionFor(h, key, m)
@@ -314,6 +327,10 @@ func (w *writer) appendLocked(h uint64, hdr record.Header, key, value []byte, co
 				w.supersede(h, key)
 			}
 			b.Append(h, hdr, key, value, attrsOf(m), copyValue)
+			if held != nil {
+				b.SetLastHeld(held)
+				held = nil
+			}
 			w.intend(h, hdr.Version)
 			if m != nil && m.hits > 0 {
 				b.SetLastHits(m.hits)
@@ -674,8 +691,10 @@ func (w *writer) commit(j *flushJob) {
 	c.segs.reclaim()
 }
 
-// recycle returns b to the free list. The caller holds mu.
+// recycle returns b to the free list, with the memory tier's entries prepared for its records
+// and not published given up. The caller holds mu.
 func (w *writer) recycle(b *batch.Batch) {
+	w.c.discardPrepared(b)
 	b.Reset()
 	w.free = append(w.free, b)
 	w.cond.Broadcast()

@@ -59,6 +59,11 @@ type Batch struct {
 	// neither wait for an Append's copy nor share a lock's cache line).
 	holds [holdsWords]atomic.Uint64
 
+	// held[i] is what the owner attached to record i (SetLastHeld) and has not taken back
+	// (TakeHeld); shorter than entries when the last records have nothing. Only the goroutine
+	// that appends, or the one the batch was handed to after its last Append, touches it.
+	held []any
+
 	chunks [][]byte // arena chunks, kept across Reset
 	fill   [][]byte // the arena an Append reserved and fills outside mu, reused
 	cur    int      // chunk being filled
@@ -131,6 +136,28 @@ func (b *Batch) SetLastHits(n uint8) {
 	b.mu.Lock()
 	b.entries[len(b.entries)-1].Hits = n
 	b.mu.Unlock()
+}
+
+// SetLastHeld attaches v to the record appended last, for the batch's owner to take back
+// (TakeHeld) when it commits the batch or lets it go. Reset forgets what was not taken back: the
+// owner takes everything back first.
+func (b *Batch) SetLastHeld(v any) {
+	i := len(b.entries) - 1
+	for len(b.held) <= i {
+		b.held = append(b.held, nil)
+	}
+	b.held[i] = v
+}
+
+// TakeHeld returns what SetLastHeld attached to record i and detaches it; nil if nothing is
+// attached.
+func (b *Batch) TakeHeld(i int) any {
+	if i >= len(b.held) {
+		return nil
+	}
+	v := b.held[i]
+	b.held[i] = nil
+	return v
 }
 
 // Append encodes a record at the end of the batch. h is the key hash; hdr.KeyLen,
@@ -448,6 +475,8 @@ func (b *Batch) Reset() {
 	b.bufs = b.bufs[:0]
 	b.offs = b.offs[:0]
 	b.entries = b.entries[:0]
+	clear(b.held)
+	b.held = b.held[:0]
 	clear(b.pending)
 	for i := range b.holds {
 		b.holds[i].Store(0)

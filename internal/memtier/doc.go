@@ -9,6 +9,11 @@
 // that was overwritten, deleted or evicted is never found: coherence needs no invalidation. Such
 // an entry is never hit, and eviction takes it; a newer entry of its key replaces it at once.
 //
+// An entry can be made in two steps: Prepare copies the value into the tier's memory and counts
+// it, and Publish gives it its tag and makes it found. A cache prepares a written value while its
+// bytes are at hand and publishes it once the record has its place on disk, or gives it up
+// (Discard) if the record never gets one. Add is the two at once.
+//
 // Eviction is S3-FIFO: a new entry goes to a small FIFO queue (SmallShare of the capacity); one
 // hit while there moves it to the main queue when it reaches the head, and one that was not hit
 // leaves its key hash in a ghost, so that the key's next entry goes straight to main; main is a
@@ -17,8 +22,8 @@
 //
 // Invariants:
 //
-//   - Bytes never exceeds the capacity: an insert evicts first, under the tier's lock, and
-//     removals only lower it.
+//   - Bytes never exceeds the capacity: Prepare evicts first, under the tier's lock, and
+//     removals only lower it. Bytes counts prepared entries, which no eviction takes.
 //   - Get returns an entry only for the tag asked for, and only one whose key is the key asked
 //     for (two keys of one hash are told apart).
 //   - An Entry's fields never change once it is in the tier: a reader may use its Value after

@@ -27,9 +27,10 @@ const (
 // slot in a shard's map and in a queue. Bytes counts it.
 const EntryOverhead = int64(unsafe.Sizeof(Entry{})) + 64
 
-// Entry is one record's value held in memory. Its fields are set when it enters (Tier.Add) and
-// never change after; Value lies in a buffer of the tier's, which it takes back, for another
-// entry, once neither the tier nor a reader holds the entry (refs).
+// Entry is one record's value held in memory. Its fields are set when it is made (Tier.Prepare),
+// its Tag when it enters (Tier.Publish), and never change after; Value lies in a buffer of the
+// tier's, which it takes back, for another entry, once neither the tier nor a reader holds the
+// entry (refs).
 //
 // Value comes first in the buffer, at its start (a page boundary for a buffer mapped on its own).
 // Where a value starts in its page decides how fast the kernel copies it into a socket: on the
@@ -234,6 +235,24 @@ func (t *Tier) Fits(n int64) bool { return n <= t.maxEntry }
 // must first; the copy goes into a buffer an evicted entry left when one fits. False if the
 // entry may not enter (too large, or no room).
 func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, value []byte) bool {
+	e := t.Prepare(h, key, hdr, attrs, value)
+	if e == nil {
+		return false
+	}
+	t.Publish(e, tag)
+	return true
+}
+
+// Prepare makes the entry a record of key (hash h) is to have once it has its place on disk: a
+// copy of key and value, with the record's header and attributes, in a buffer of the tier's
+// (the older entry of h, if any, leaves first, and what must is evicted). The entry counts in
+// Bytes from now, so the tier stays within its capacity while the record waits for its place,
+// but no lookup finds it, and no eviction takes it, until Publish. The caller publishes it or
+// gives it up (Discard), once. Nil if it may not enter (too large, or no room).
+//
+// The copy is made without the tier's lock: a cache prepares a written value while its bytes
+// are at hand, and publishes it when its batch is committed.
+func (t *Tier) Prepare(h uint64, key []byte, hdr record.Header, attrs string, value []byte) *Entry {
 	n := len(value) // the bytes the buffer holds: the value, and a key too long for the Entry
 	if len(key) > inlineKey {
 		n += len(key)
@@ -241,27 +260,30 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 	size := int64(residentOf(n, 0)+len(attrs)) + EntryOverhead // the least it counts for
 	if !t.Fits(size) {
 		t.declined.Add(1)
-		return false
+		return nil
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.remove(h) // the older entry of the hash, if any, leaves first
 	if !t.makeRoom(size) {
+		t.mu.Unlock()
 		t.declined.Add(1)
-		return false
+		return nil
 	}
 	buf, resident := t.takeBuffer(n)
 	// A buffer kept from a larger entry has more of it resident: make room for that too.
 	size = int64(resident+len(attrs)) + EntryOverhead
 	if !t.makeRoom(size) {
 		t.keep(buf, resident)
+		t.mu.Unlock()
 		t.declined.Add(1)
-		return false
+		return nil
 	}
 	t.trimFree(size)
+	t.bytes.Add(size)
+	t.mu.Unlock()
 	v := len(value)
 	copy(buf, value)
-	e := &Entry{Hash: h, Tag: tag, Hdr: hdr, Attrs: attrs, Value: buf[:v:v], buf: buf, resident: resident}
+	e := &Entry{Hash: h, Hdr: hdr, Attrs: attrs, Value: buf[:v:v], buf: buf, resident: resident}
 	if len(key) <= inlineKey {
 		e.Key = e.inline[:len(key):len(key)]
 	} else {
@@ -269,8 +291,20 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 	}
 	copy(e.Key, key)
 	e.refs.Store(1)
-	if t.ghost.Contains(h) {
-		t.ghost.Remove(h)
+	e.state.Store(gone) // in no queue until Publish
+	return e
+}
+
+// Publish makes e, which Prepare returned, the entry of its hash for the record tagged tag,
+// replacing the one the tier holds, if any. Lookups find it from now on.
+func (t *Tier) Publish(e *Entry, tag uint64) {
+	e.Tag = tag // before the entry is in the map, which orders it before every lookup's read
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.remove(e.Hash)
+	size := e.Size()
+	if t.ghost.Contains(e.Hash) {
+		t.ghost.Remove(e.Hash)
 		e.state.Store(inMain)
 		t.main.push(e)
 	} else {
@@ -278,14 +312,19 @@ func (t *Tier) Add(h, tag uint64, key []byte, hdr record.Header, attrs string, v
 		t.small.push(e)
 		t.smallBytes += size
 	}
-	s := t.shard(h)
+	s := t.shard(e.Hash)
 	s.mu.Lock()
-	s.m[h] = e
+	s.m[e.Hash] = e
 	s.mu.Unlock()
-	t.bytes.Add(size)
 	t.items.Add(1)
 	t.inserts.Add(1)
-	return true
+}
+
+// Discard gives up e, which Prepare returned and which was not published: its bytes no longer
+// count, and its buffer goes back for another entry.
+func (t *Tier) Discard(e *Entry) {
+	t.bytes.Add(-e.Size())
+	t.Release(e)
 }
 
 // makeRoom evicts until size more bytes fit within the capacity; false if they cannot (the tier

@@ -424,3 +424,49 @@ func TestValueAtBufferStart(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareThenPublish: a prepared entry counts in Bytes at once, within the capacity, but no
+// lookup finds it and no eviction takes it until Publish binds it to its tag; Discard gives its
+// bytes back.
+func TestPrepareThenPublish(t *testing.T) {
+	tr := New(1 << 20)
+	old := add(tr, "k", 1, 100, 'o')
+	h := old.Hash
+	v := bytes.Repeat([]byte{'n'}, 200)
+	e := tr.Prepare(h, []byte("k"), record.Header{Version: 9}, "a", v)
+	if e == nil {
+		t.Fatal("prepare refused")
+	}
+	if tr.Get(h, 1, []byte("k")) != nil {
+		t.Fatal("the older entry of the key is still found once a newer one is prepared")
+	}
+	if tr.Get(h, 2, []byte("k")) != nil {
+		t.Fatal("a prepared entry was found before it was published")
+	}
+	if st := tr.Stats(); st.Bytes != e.Size() || st.Items != 0 {
+		t.Fatalf("prepared: %d bytes, %d items; want %d, 0", st.Bytes, st.Items, e.Size())
+	}
+	// Filling the tier evicts what it must, never the prepared entry.
+	for i := range 100 {
+		add(tr, fmt.Sprint("fill", i), uint64(100+i), 32<<10, 0)
+		if st := tr.Stats(); st.Bytes > st.Capacity {
+			t.Fatalf("%d bytes in a tier of %d", st.Bytes, st.Capacity)
+		}
+	}
+	tr.Publish(e, 2)
+	got := tr.Get(h, 2, []byte("k"))
+	if got != e || !bytes.Equal(got.Value, v) || got.Hdr.Version != 9 || got.Attrs != "a" {
+		t.Fatal("the published entry is not found whole under its tag")
+	}
+	tr.Release(got)
+
+	before := tr.Stats().Bytes
+	d := tr.Prepare(xxhash.Sum64String("d"), []byte("d"), record.Header{}, "", v)
+	if d == nil || tr.Stats().Bytes != before+d.Size() {
+		t.Fatal("a prepared entry is not counted")
+	}
+	tr.Discard(d)
+	if st := tr.Stats(); st.Bytes != before {
+		t.Fatalf("after Discard: %d bytes, want %d", st.Bytes, before)
+	}
+}
