@@ -547,6 +547,7 @@ func (c *Cache) Close() error {
 		c.closed.Store(true)
 		if c.w == nil { // read-only: nothing to write
 			c.closeSegments()
+			c.mem.Close()
 			c.closeErr = c.lock.Close()
 			return
 		}
@@ -573,6 +574,9 @@ func (c *Cache) Close() error {
 			errs = append(errs, err)
 		}
 		c.closeSegments()
+		// The memory tier's memory lies outside the Go heap: given back now, or, for values a
+		// Reader still holds, as each is released.
+		c.mem.Close()
 		if c.opts.Fsync {
 			if err := c.opts.fs.SyncDir(c.segs.dir); err != nil {
 				errs = append(errs, err)

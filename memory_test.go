@@ -486,6 +486,37 @@ func TestReaderBuffered(t *testing.T) {
 	}
 }
 
+// TestCloseFreesMemoryTier: Close gives the memory tier's memory back (it lies outside the Go
+// heap, where nothing else would), except a value a Reader still holds, which reads whole after
+// Close and goes back when the Reader is closed.
+func TestCloseFreesMemoryTier(t *testing.T) {
+	c := open(t, t.TempDir(), small(WithMemorySize(16<<20), WithMemoryAdmission(MemoryOnWrite), WithWriteBufferSize(1<<20))...)
+	vals := putKeys(t, c, "k", 40, 0, 100<<10)
+	c.Drain()
+	if st := c.Stats(); st.MemoryItems != 40 {
+		t.Fatalf("%d values in memory, want 40", st.MemoryItems)
+	}
+	hits := c.Stats().MemoryHits
+	r, ok := c.Get([]byte("k3"))
+	if !ok || c.Stats().MemoryHits != hits+1 {
+		t.Fatal("k3 not read from memory")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.mem.Mapped(); m == 0 || m > 2*int64(len(vals["k3"])) {
+		t.Fatalf("%d bytes mapped after Close with one value held", m)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, vals["k3"]) {
+		t.Fatalf("the value held across Close: %d bytes, %v", len(got), err)
+	}
+	r.Close()
+	if m := c.mem.Mapped(); m != 0 {
+		t.Fatalf("%d bytes of the memory tier still mapped after Close and the last Reader", m)
+	}
+}
+
 // TestMemoryOnWriteLostBatch: a value enters the memory tier as it is written (its copy made then,
 // counted at once) but is found there only once its batch is committed; a batch whose write fails
 // gives its copies up, so the tier's bytes come back to what the committed values take, and none

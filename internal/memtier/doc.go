@@ -26,6 +26,8 @@
 //     removals only lower it. Bytes counts prepared entries, which no eviction takes.
 //   - Get returns an entry only for the tag asked for, and only one whose key is the key asked
 //     for (two keys of one hash are told apart).
+//   - After Close nothing enters, and the tier's memory is unmapped as soon as no reader holds
+//     the entry it lies in (Mapped counts what is left).
 //   - An Entry's fields never change once it is in the tier: a reader may use its Value after
 //     the entry was evicted (the garbage collector keeps it while it is used).
 //

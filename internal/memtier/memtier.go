@@ -112,6 +112,8 @@ type Tier struct {
 	ghost *ghost.Set
 
 	inserts, evictions, declined atomic.Uint64
+
+	closed bool // Close was called (under mu): nothing enters any more
 }
 
 // New returns a tier of capacity bytes (> 0).
@@ -218,7 +220,7 @@ func (t *Tier) keep(buf []byte, resident int) {
 		return // made to measure on the heap: the garbage collector's
 	}
 	t.freeMu.Lock()
-	if t.bytes.Load()+t.freeBytes+int64(resident) <= t.capacity {
+	if !t.arena.closed && t.bytes.Load()+t.freeBytes+int64(resident) <= t.capacity {
 		t.free[c] = append(t.free[c], freeBuffer{buf, resident})
 		t.freeBytes += int64(resident)
 	} else {
@@ -263,6 +265,11 @@ func (t *Tier) Prepare(h uint64, key []byte, hdr record.Header, attrs string, va
 		return nil
 	}
 	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.declined.Add(1)
+		return nil
+	}
 	t.remove(h) // the older entry of the hash, if any, leaves first
 	if !t.makeRoom(size) {
 		t.mu.Unlock()
@@ -301,6 +308,10 @@ func (t *Tier) Publish(e *Entry, tag uint64) {
 	e.Tag = tag // before the entry is in the map, which orders it before every lookup's read
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		t.Discard(e)
+		return
+	}
 	t.remove(e.Hash)
 	size := e.Size()
 	if t.ghost.Contains(e.Hash) {
@@ -325,6 +336,49 @@ func (t *Tier) Publish(e *Entry, tag uint64) {
 func (t *Tier) Discard(e *Entry) {
 	t.bytes.Add(-e.Size())
 	t.Release(e)
+}
+
+// Close empties the tier and lets its memory go: every entry leaves (a reader that holds one
+// keeps its bytes until it releases it), the buffers kept for reuse are unmapped, and the rest
+// of the tier's memory is as its last entries are released. Nothing enters after (Prepare and
+// Add refuse, Publish discards). An entry prepared and never published or discarded keeps its
+// buffer. A nil Tier is closed already.
+func (t *Tier) Close() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.closed = true
+	t.freeMu.Lock()
+	for c := range t.free {
+		for _, f := range t.free[c] {
+			t.arena.release(c, f.b)
+		}
+		t.free[c] = nil
+	}
+	t.freeBytes = 0
+	t.arena.close()
+	t.freeMu.Unlock()
+	for _, q := range []*queue{&t.small, &t.main} {
+		for q.len() > 0 {
+			if e := q.pop(); e.state.Load() != gone {
+				t.take(e)
+			}
+		}
+	}
+	t.smallBytes, t.stale = 0, 0
+}
+
+// Mapped is the memory the tier has mapped and not given back: its entries', those a reader
+// still holds after Close, the buffers it keeps for reuse and what is left of its slabs.
+func (t *Tier) Mapped() int64 {
+	t.freeMu.Lock()
+	defer t.freeMu.Unlock()
+	return t.arena.mapped
 }
 
 // makeRoom evicts until size more bytes fit within the capacity; false if they cannot (the tier
@@ -461,8 +515,15 @@ func (t *Tier) remember(h uint64) {
 	t.ghost.Add(h)
 }
 
-// evict takes e, at the head of a queue and not gone, out of the tier. The caller holds t.mu.
+// evict takes e, at the head of a queue and not gone, out of the tier, and counts an eviction.
+// The caller holds t.mu.
 func (t *Tier) evict(e *Entry) {
+	t.take(e)
+	t.evictions.Add(1)
+}
+
+// take takes e, popped from its queue and not gone, out of the tier. The caller holds t.mu.
+func (t *Tier) take(e *Entry) {
 	s := t.shard(e.Hash)
 	s.mu.Lock()
 	if s.m[e.Hash] == e {
@@ -472,7 +533,6 @@ func (t *Tier) evict(e *Entry) {
 	e.state.Store(gone)
 	t.bytes.Add(-e.Size())
 	t.items.Add(-1)
-	t.evictions.Add(1)
 	t.Release(e)
 }
 

@@ -470,3 +470,51 @@ func TestPrepareThenPublish(t *testing.T) {
 		t.Fatalf("after Discard: %d bytes, want %d", st.Bytes, before)
 	}
 }
+
+// TestCloseGivesMemoryBack: Close takes every entry out and unmaps what nobody holds; an entry a
+// reader holds keeps its bytes until released, and then the tier has nothing mapped. Nothing
+// enters after Close, and an entry prepared before it and published after is discarded.
+func TestCloseGivesMemoryBack(t *testing.T) {
+	tr := New(16 << 20)
+	for i := range 50 {
+		add(tr, fmt.Sprint("small", i), uint64(i), 1000, byte(i))
+		add(tr, fmt.Sprint("big", i), uint64(100+i), 100<<10, byte(i))
+	}
+	small := tr.Get(xxhash.Sum64String("small7"), 7, []byte("small7"))
+	big := tr.Get(xxhash.Sum64String("big9"), 109, []byte("big9"))
+	pending := tr.Prepare(xxhash.Sum64String("p"), []byte("p"), record.Header{}, "", make([]byte, 5000))
+	if small == nil || big == nil || pending == nil {
+		t.Fatal("entries missing before Close")
+	}
+	if m := tr.Mapped(); m < 50*100<<10 {
+		t.Fatalf("%d bytes mapped before Close", m)
+	}
+	tr.Close()
+	tr.Close() // twice is once
+	if st := tr.Stats(); st.Items != 0 || st.Bytes != pending.Size() {
+		t.Fatalf("after Close: %d items, %d bytes; want 0, the prepared entry's %d", st.Items, st.Bytes, pending.Size())
+	}
+	if tr.Get(big.Hash, 109, []byte("big9")) != nil || tr.Get(small.Hash, 7, []byte("small7")) != nil {
+		t.Fatal("an entry is found after Close")
+	}
+	if small.Value[0] != 7 || big.Value[0] != 9 {
+		t.Fatal("a held entry's bytes changed after Close")
+	}
+	tr.Publish(pending, 1) // discarded: the tier is closed
+	if tr.Get(pending.Hash, 1, []byte("p")) != nil || tr.Stats().Bytes != 0 {
+		t.Fatal("an entry published after Close entered")
+	}
+	// The big entry's buffer, and the slabs of the two small classes (unmapped with the last
+	// small buffer).
+	if m, want := tr.Mapped(), int64(classSize(classOf(100<<10)))+2*slabBytes; m != want {
+		t.Fatalf("%d bytes mapped with two entries held, want %d", m, want)
+	}
+	tr.Release(big)
+	tr.Release(small)
+	if m := tr.Mapped(); m != 0 {
+		t.Fatalf("%d bytes still mapped once no entry is held", m)
+	}
+	if add(tr, "late", 1, 100, 0) != nil || tr.Prepare(1, []byte("x"), record.Header{}, "", nil) != nil {
+		t.Fatal("an entry entered a closed tier")
+	}
+}
