@@ -38,16 +38,7 @@ func BenchmarkGet(b *testing.B) {
 // difference is what the store adds to a hit (the clock for the latency metric and the expiry,
 // the memory budget, the decoder and the plan).
 func BenchmarkSendResident(b *testing.B) {
-	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000),
-		blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	s, err := New(c, Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, s := benchStore(b, blobcache.WithMemorySize(64<<20), blobcache.WithMemoryAdmission(blobcache.MemoryOnWrite))
 	key := []byte("key")
 	benchPut(b, s, key, randomBytes(1, 4<<10))
 	c.Drain()
@@ -142,9 +133,10 @@ func BenchmarkGetMixed(b *testing.B) {
 	b.ReportMetric(float64(held)/float64(gets), "held-B")
 }
 
-// benchStore is a store over a new cache that checks values on read, closed with b.
-func benchStore(b *testing.B) (*blobcache.Cache, *Store) {
-	c, err := blobcache.New(b.TempDir(), blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true))
+// benchStore is a store over a new cache that checks values on read, with opts besides, closed
+// with b.
+func benchStore(b *testing.B, opts ...blobcache.Option) (*blobcache.Cache, *Store) {
+	c, err := blobcache.New(b.TempDir(), append([]blobcache.Option{blobcache.WithExpectedBlobs(1000), blobcache.WithVerifyOnRead(true)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
