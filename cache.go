@@ -447,7 +447,7 @@ func (c *Cache) put(key, value []byte, sum uint32, hasSum, copyValue bool, m *wr
 	if err := c.stamp(&hdr, m); err != nil {
 		return err
 	}
-	held := c.prepareWritten(h, hdr, key, value, string(attrsOf(m)))
+	held := c.prepareWritten(h, hdr, key, value, attrsOf(m))
 	accepted, err := c.w.append(h, hdr, key, stored, copyValue, held, m)
 	if accepted {
 		c.bloomAdd(h)

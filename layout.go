@@ -20,9 +20,6 @@ type layout interface {
 	// streams reports whether a value too large for a write buffer (or for PutFrom's chunk) is
 	// written straight to disk as it is read (stream.go) rather than read whole first.
 	streams() bool
-	// admitsOnCommit reports whether commit puts the values of a batch in the memory tier
-	// (MemoryOnWrite: admitWritten).
-	admitsOnCommit() bool
 
 	// room is called by cut, with writer.mu held, before it takes the open batch (n bytes once
 	// sealed, entries records): false if it waited (releasing writer.mu), and cut must look

@@ -202,7 +202,7 @@ func (c *Cache) heldOnWrite(b *batch.Batch) bool {
 // bytes at hand, just checked, rather than from the write buffer at commit, and goes with the
 // record into its batch (writer.append), to be published as the batch is committed
 // (admitWritten). Nil if the tier does not take values on write, or not this one.
-func (c *Cache) prepareWritten(h uint64, hdr record.Header, key, value []byte, attrs string) *memtier.Entry {
+func (c *Cache) prepareWritten(h uint64, hdr record.Header, key, value, attrs []byte) *memtier.Entry {
 	if !c.admitsOnWrite() {
 		return nil
 	}
@@ -210,12 +210,15 @@ func (c *Cache) prepareWritten(h uint64, hdr record.Header, key, value []byte, a
 		c.mem.NoteDeclined()
 		return nil
 	}
-	return c.mem.Prepare(h, key, plainHeader(hdr), attrs, value)
+	return c.mem.Prepare(h, key, plainHeader(hdr), string(attrs), value)
 }
 
 // discardPrepared gives up the memory tier's entries prepared for records of b that were not
 // published (a batch that was lost), before b is reused.
 func (c *Cache) discardPrepared(b *batch.Batch) {
+	if !c.admitsOnWrite() {
+		return
+	}
 	for i := range b.Len() {
 		if e, ok := b.TakeHeld(i).(*memtier.Entry); ok {
 			c.mem.Discard(e)

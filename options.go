@@ -445,8 +445,8 @@ const (
 	// checked against its CRC-32C as it enters, while entering pays (values that enter must be
 	// hit from memory about as often as they enter; otherwise one in eight still does).
 	MemoryOnSecondHit MemoryAdmission = iota
-	// MemoryOnWrite: a value also enters as its record is committed to a segment, from the
-	// write buffer (no read, and no check: the bytes are the ones just written), as memcached
+	// MemoryOnWrite: a value also enters as its record is committed to a segment, copied as it
+	// is written (no read, and no check: the bytes are the ones just written), as memcached
 	// keeps what it is given; the tier's eviction then decides what stays. PutFrom then reads a
 	// value a write buffer holds whole rather than stream it, so that it enters too. Values
 	// larger than a write buffer, streamed straight to their segment, and blobs of

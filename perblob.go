@@ -73,7 +73,6 @@ type blobFiles struct {
 func (l *blobFiles) recover() (bloom.Stamp, error) { return l.recoverFiles() }
 func (l *blobFiles) evict(limit int64) error       { return l.evictTo(limit) }
 func (l *blobFiles) streams() bool                 { return false }
-func (l *blobFiles) admitsOnCommit() bool          { return false }
 func (l *blobFiles) checksValues() bool            { return true }
 
 // maxValueSize: a record must fit in one write buffer.

@@ -109,7 +109,6 @@ func newSegmentLayout(c *Cache) *segmentLayout {
 func (l *segmentLayout) recover() (bloom.Stamp, error) { return l.c.recover() }
 func (l *segmentLayout) evict(limit int64) error       { return l.evictTo(limit) }
 func (l *segmentLayout) streams() bool                 { return true }
-func (l *segmentLayout) admitsOnCommit() bool          { return true }
 func (l *segmentLayout) checksValues() bool            { return false }
 
 // maxValueSize: a record must fit in one segment, with its footer entry, the trailer and (with

@@ -196,9 +196,10 @@ func (c *Cache) readsWhole(size int64) bool {
 		c.admitsOnWrite() && size <= c.opts.WriteBufferSize
 }
 
-// admitsOnWrite reports whether values enter the memory tier as they are written.
+// admitsOnWrite reports whether values enter the memory tier as they are written: with
+// MemoryOnWrite, in segments (blobs of PerBlobFiles enter on their second hit).
 func (c *Cache) admitsOnWrite() bool {
-	return c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite && c.layout.admitsOnCommit()
+	return c.mem != nil && c.opts.MemoryAdmission == MemoryOnWrite && !c.opts.PerBlobFiles
 }
 
 func (c *Cache) putFromBuffered(key []byte, r io.Reader, size int64, m *writeMeta) error {
